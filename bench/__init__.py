@@ -1,0 +1,1 @@
+"""Benchmarks of jobqueue (and, later, its peers) on the same machine in one run."""

@@ -1,0 +1,1 @@
+"""The bench's installed app: its ``tasks`` module holds the no-op task."""

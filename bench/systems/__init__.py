@@ -1,0 +1,15 @@
+"""The systems under test, by name. A peer is one more :class:`System` subclass here."""
+
+from __future__ import annotations
+
+from bench.systems.base import KINDS, System
+
+
+def available() -> dict[str, type[System]]:
+    """Import lazily: a system's module needs Django set up first."""
+    from bench.systems.jobqueue_system import JobqueueSystem
+
+    return {cls.name: cls for cls in (JobqueueSystem,)}
+
+
+__all__ = ["KINDS", "System", "available"]

@@ -1,0 +1,76 @@
+"""What the workloads need from a job queue under test: one subclass per system."""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class System(ABC):
+    """One job queue, set up in the bench database, driven the same way as every other.
+
+    Throughput workloads (W1-W3) need every abstract method. Statement counting (W7) also
+    needs :meth:`drain_in_process` and :meth:`classify`; it counts the statements that go
+    through Django's connections, so a system with connections of its own needs another
+    counter (pg_stat_statements, say) before it can take part.
+    """
+
+    name: ClassVar[str]
+    counts_statements: ClassVar[bool] = False  # True once drain_in_process and classify work
+
+    @abstractmethod
+    def setup(self) -> None:
+        """Drop and recreate the system's tables in the bench database."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Delete every job and worker row: each repetition starts from empty tables."""
+
+    @abstractmethod
+    def enqueue_one_by_one(self, jobs: int) -> None:
+        """Enqueue ``jobs`` no-op jobs, one call (and one autocommit) each."""
+
+    @abstractmethod
+    def enqueue_bulk(self, jobs: int) -> None:
+        """Enqueue ``jobs`` no-op jobs with the system's bulk API."""
+
+    def preload(self, jobs: int) -> None:
+        """Put ``jobs`` due no-op jobs in the queue, untimed, ready for a drain."""
+        self.enqueue_bulk(jobs)
+
+    @abstractmethod
+    def worker_command(self, concurrency: int) -> list[str]:
+        """A command line for ONE worker process that drains the queue and then exits."""
+
+    def worker_env(self) -> dict[str, str]:
+        """The worker's environment: this one, with the repo and the test project importable."""
+        path = os.pathsep.join([str(REPO), str(REPO / "testproject")])
+        return {**os.environ, "PYTHONPATH": path}
+
+    @abstractmethod
+    def succeeded(self) -> int:
+        """How many jobs have succeeded."""
+
+    def drain_in_process(self, concurrency: int) -> None:
+        """Drain the queue with a worker in this process, so its statements can be counted."""
+        raise NotImplementedError(f"{self.name} cannot drain in process")
+
+    def classify(self, sql: str) -> str:
+        """``"<kind>/<statement>"`` for one executed statement; kind is one of ``KINDS``."""
+        raise NotImplementedError(f"{self.name} cannot classify statements")
+
+    def versions(self) -> dict[str, str]:
+        """Name -> version of what this system runs on, for the report."""
+        return {}
+
+    def notes(self) -> list[str]:
+        """What a reader of this system's numbers should know, for the report."""
+        return []
+
+
+# The hot-path statement kinds W7 reports, in column order.
+KINDS = ("enqueue", "notify", "claim", "succeed", "heartbeat", "other")

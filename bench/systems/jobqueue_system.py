@@ -1,0 +1,103 @@
+"""jobqueue, driven through its public API and its ``runjobs`` command."""
+
+from __future__ import annotations
+
+import sys
+from typing import ClassVar
+
+from django.core.management import call_command
+from django.core.management.color import no_style
+from django.db import connection
+
+import jobqueue
+from bench.systems.base import System
+from jobqueue import conf, states
+from jobqueue.models import Job, Worker
+from jobqueue.runtime.worker import Worker as JobWorker
+from jobqueue.sql import load
+
+# jobqueue's named statements, by hot-path kind; every other statement is "other".
+KIND_OF = {
+    "enqueue": "enqueue",
+    "notify": "notify",
+    "claim": "claim",
+    "succeed": "succeed",
+    "register_worker": "heartbeat",
+    "renew_leases": "heartbeat",
+}
+
+
+class JobqueueSystem(System):
+    name: ClassVar[str] = "jobqueue"
+    counts_statements: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self._names = {sql: name for name, sql in load(connection.vendor).items()}
+
+    def setup(self) -> None:
+        call_command("migrate", "jobqueue", "zero", verbosity=0)
+        call_command("migrate", verbosity=0)
+
+    def reset(self) -> None:
+        tables = [Job._meta.db_table, Worker._meta.db_table]
+        flush = connection.ops.sql_flush(no_style(), tables, reset_sequences=True)
+        with connection.cursor() as cursor:
+            for sql in flush:
+                cursor.execute(sql)
+
+    def enqueue_one_by_one(self, jobs: int) -> None:
+        from bench.benchapp.tasks import noop
+
+        for n in range(jobs):
+            noop.enqueue(n)
+
+    def enqueue_bulk(self, jobs: int) -> None:
+        from bench.benchapp.tasks import noop
+
+        noop.enqueue_many([(n,) for n in range(jobs)])
+
+    def preload(self, jobs: int) -> None:
+        super().preload(jobs)
+        # Fresh statistics, as a table in service would have, so the claim's plan is stable.
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {Job._meta.db_table}")
+
+    def worker_command(self, concurrency: int) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "django",
+            "runjobs",
+            "--burst",
+            "--concurrency",
+            str(concurrency),
+        ]
+
+    def succeeded(self) -> int:
+        return Job.objects.filter(status=states.SUCCEEDED).count()
+
+    def drain_in_process(self, concurrency: int) -> None:
+        exit_code = JobWorker(burst=True, concurrency=concurrency).run()
+        if exit_code:
+            raise RuntimeError(f"the in-process worker exited with {exit_code}")
+
+    def classify(self, sql: str) -> str:
+        name = self._names.get(sql)
+        if name is None:
+            return "other/" + " ".join(sql.split()[:3])
+        return f"{KIND_OF.get(name, 'other')}/{name}"
+
+    def versions(self) -> dict[str, str]:
+        return {"jobqueue": jobqueue.__version__}
+
+    def notes(self) -> list[str]:
+        interval = conf.get().heartbeat_interval
+        return [
+            f"The heartbeat beats every LEASE / 3 = {interval:g} s, longer than a W7 drain: "
+            "its column holds only the worker's registration at start. In service it costs "
+            f"2 statements (register_worker, renew_leases) per worker every {interval:g} s, "
+            "whatever the number of jobs.",
+            "Not counted: connection set-up, such as the `SELECT set_config('TimeZone', ...)` "
+            "Django runs on each new PostgreSQL connection whose server time zone is not "
+            "named UTC (one connection per slot thread, the heartbeat and the main thread).",
+        ]

@@ -1,0 +1,57 @@
+"""System checks: a bad ``JOBQUEUE`` setting or an unsupported database fails at start-up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from jobqueue import conf
+from jobqueue.sql import SUPPORTED_VENDORS
+
+
+@checks.register()
+def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
+    try:
+        settings = conf.get()
+    except ImproperlyConfigured as exc:
+        return [checks.Error(str(exc), id="jobqueue.E001")]
+    if settings.catch_all_pool() is None:
+        return [
+            checks.Warning(
+                'No pool in JOBQUEUE["POOLS"] has queues "*": a queue that no pool lists and '
+                'JOBQUEUE["ROUTING"] does not route has no worker, and its jobs wait forever.',
+                hint='Give one pool "queues": "*" to catch every other queue.',
+                id="jobqueue.W002",
+            )
+        ]
+    return []
+
+
+@checks.register()
+def check_database(**kwargs: Any) -> list[checks.CheckMessage]:
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.vendor not in SUPPORTED_VENDORS:
+        return [
+            checks.Error(
+                "jobqueue needs PostgreSQL or SQLite; the default database is "
+                f"{connection.vendor}.",
+                id="jobqueue.E002",
+            )
+        ]
+    if connection.vendor == "sqlite":
+        mode = connection.settings_dict.get("OPTIONS", {}).get("transaction_mode")
+        if (mode or "").upper() != "IMMEDIATE":
+            return [
+                checks.Warning(
+                    'SQLite should run with DATABASES["default"]["OPTIONS"]["transaction_mode"] '
+                    '= "IMMEDIATE", so that a transaction that enqueues jobs waits for the '
+                    'write lock instead of failing with "database is locked" while a worker '
+                    "writes.",
+                    hint='Add "transaction_mode": "IMMEDIATE" and "timeout": 20 to OPTIONS.',
+                    id="jobqueue.W001",
+                )
+            ]
+    return []

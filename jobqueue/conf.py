@@ -1,0 +1,259 @@
+"""The one reader of ``settings.JOBQUEUE``: typed defaults and validation.
+
+Every other module asks :func:`get` for a :class:`Settings`; nothing else reads
+``settings.JOBQUEUE``. A bad value raises ``ImproperlyConfigured`` naming the key, and the
+system check in :mod:`jobqueue.checks` reports the same message at start-up.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from jobqueue import states
+
+ON_CRASH_CHOICES = ("retry", "park")
+POOL_OPTIONS = ("queues", "concurrency")
+CATCH_ALL = "*"
+
+Backoff = tuple[float, float, float] | Callable[[int], float]
+
+DEFAULTS: dict[str, Any] = {
+    "LEASE": 300,
+    "SAFETY_BUFFER": 30,
+    "TIMEOUT": 900,
+    "MAX_ATTEMPTS": 3,
+    "BACKOFF": (1, 5, 3600),
+    "ON_CRASH": "retry",
+    "MAX_CRASHES": 3,
+    "SHUTDOWN_TIMEOUT": 10,
+    "POLL_INTERVAL": 2,
+    "RETENTION": {
+        states.SUCCEEDED: 3 * 86400,
+        states.FAILED: 30 * 86400,
+        states.DISCARDED: 30 * 86400,
+    },
+    "POOLS": {"default": {"queues": CATCH_ALL, "concurrency": 4}},
+    "ROUTING": {},
+    "SCHEDULES": {},
+    "TASK_MODULES": (),
+}
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    name: str
+    queues: tuple[str, ...] | None  # None: the catch-all pool
+    concurrency: int
+
+    @property
+    def is_catch_all(self) -> bool:
+        return self.queues is None
+
+
+@dataclass(frozen=True)
+class Settings:
+    lease: float
+    safety_buffer: float
+    timeout: float
+    max_attempts: int
+    backoff: Backoff
+    on_crash: str
+    max_crashes: int
+    shutdown_timeout: float
+    poll_interval: float
+    retention: Mapping[str, float | None]
+    pools: Mapping[str, PoolSpec]
+    routing: Mapping[str, str]
+    schedules: Mapping[str, Any] = field(default_factory=dict)
+    task_modules: tuple[str, ...] = ()
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return self.lease / 3
+
+    def catch_all_pool(self) -> PoolSpec | None:
+        return next((p for p in self.pools.values() if p.is_catch_all), None)
+
+
+def _key(name: str) -> str:
+    return f'JOBQUEUE["{name}"]'
+
+
+def seconds(where: str, value: Any, *, allow_zero: bool = True) -> float:
+    """Return ``value`` as float seconds, or raise naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ImproperlyConfigured(f"{where} must be a number of seconds, not {value!r}.")
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = "zero or more" if allow_zero else "more than zero"
+        raise ImproperlyConfigured(f"{where} must be {bound} seconds, not {value!r}.")
+    return float(value)
+
+
+def positive_int(where: str, value: Any) -> int:
+    """Return ``value`` if it is a whole number of 1 or more, or raise naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ImproperlyConfigured(f"{where} must be a whole number of 1 or more, not {value!r}.")
+    return value
+
+
+def validate_backoff(where: str, value: Any) -> Backoff:
+    """Return ``value`` if it is a ``(first, factor, cap)`` tuple or a callable."""
+    if callable(value):
+        return value
+    if isinstance(value, (tuple, list)) and len(value) == 3:
+        first, factor, cap = value
+        numbers = all(
+            not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+            for v in value
+        )
+        if numbers and first >= 0 and factor >= 1 and cap >= first:
+            return (float(first), float(factor), float(cap))
+    raise ImproperlyConfigured(
+        f"{where} must be a (first, factor, cap) tuple with first >= 0, factor >= 1 and "
+        f"cap >= first, or a callable taking the attempt number; got {value!r}."
+    )
+
+
+def validate_on_crash(where: str, value: Any) -> str:
+    if value not in ON_CRASH_CHOICES:
+        raise ImproperlyConfigured(f'{where} must be "retry" or "park", not {value!r}.')
+    return value
+
+
+def _pools(value: Any) -> dict[str, PoolSpec]:
+    if not isinstance(value, Mapping) or not value:
+        raise ImproperlyConfigured(
+            f"{_key('POOLS')} must be a non-empty dict of pool name -> options."
+        )
+    pools = {}
+    for name, options in value.items():
+        where = f'{_key("POOLS")}["{name}"]'
+        if not isinstance(name, str) or not name:
+            raise ImproperlyConfigured(f"{_key('POOLS')} has a pool with a bad name: {name!r}.")
+        if not isinstance(options, Mapping):
+            raise ImproperlyConfigured(f"{where} must be a dict, not {options!r}.")
+        for option in options:
+            if option not in POOL_OPTIONS:
+                close = difflib.get_close_matches(str(option), POOL_OPTIONS, n=1)
+                hint = f' Did you mean "{close[0]}"?' if close else ""
+                raise ImproperlyConfigured(
+                    f'{where} has an unknown option "{option}"; a pool takes '
+                    f"{', '.join(POOL_OPTIONS)}.{hint}"
+                )
+        queues = options.get("queues", CATCH_ALL)
+        if queues == CATCH_ALL:
+            pool_queues = None
+        elif (
+            isinstance(queues, (list, tuple))
+            and queues
+            and all(isinstance(q, str) and q for q in queues)
+        ):
+            pool_queues = tuple(queues)
+        else:
+            raise ImproperlyConfigured(
+                f'{where}["queues"] must be "*" or a non-empty list of queue names, not {queues!r}.'
+            )
+        concurrency = positive_int(f'{where}["concurrency"]', options.get("concurrency", 4))
+        pools[name] = PoolSpec(name=name, queues=pool_queues, concurrency=concurrency)
+    catch_alls = [p.name for p in pools.values() if p.is_catch_all]
+    if len(catch_alls) > 1:
+        raise ImproperlyConfigured(
+            f'{_key("POOLS")} has more than one catch-all pool (queues "*"): '
+            f"{', '.join(catch_alls)}."
+        )
+    return pools
+
+
+def _retention(value: Any) -> dict[str, float | None]:
+    if not isinstance(value, Mapping):
+        raise ImproperlyConfigured(f"{_key('RETENTION')} must be a dict of status -> seconds.")
+    retention: dict[str, float | None] = dict(DEFAULTS["RETENTION"])
+    for status, age in value.items():
+        if status not in states.PRUNABLE:
+            raise ImproperlyConfigured(
+                f"{_key('RETENTION')} has {status!r}; only finished statuses are pruned: "
+                f"{', '.join(states.PRUNABLE)}."
+            )
+        retention[status] = (
+            None if age is None else seconds(f'{_key("RETENTION")}["{status}"]', age)
+        )
+    return retention
+
+
+def build(raw: Mapping[str, Any] | None) -> Settings:
+    """Validate a ``JOBQUEUE`` dict and return typed settings."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ImproperlyConfigured(f"settings.JOBQUEUE must be a dict, not {type(raw).__name__}.")
+    for key in raw:
+        if key not in DEFAULTS:
+            close = difflib.get_close_matches(str(key), DEFAULTS, n=1)
+            hint = f' Did you mean "{close[0]}"?' if close else ""
+            raise ImproperlyConfigured(f"{_key(key)} is not a jobqueue setting.{hint}")
+    values = {**DEFAULTS, **raw}
+
+    lease = seconds(_key("LEASE"), values["LEASE"], allow_zero=False)
+    buffer = seconds(_key("SAFETY_BUFFER"), values["SAFETY_BUFFER"])
+    # A heartbeat renews every third of the lease, so a live worker always has at least two
+    # thirds of it left; a buffer that large would refuse a healthy worker's writes.
+    if buffer >= lease * 2 / 3:
+        raise ImproperlyConfigured(
+            f"{_key('SAFETY_BUFFER')} ({buffer:g} s) must be less than two thirds of "
+            f"{_key('LEASE')} ({lease:g} s), or a live worker's writes would be refused."
+        )
+    routing = values["ROUTING"]
+    if not isinstance(routing, Mapping):
+        raise ImproperlyConfigured(f"{_key('ROUTING')} must be a dict of queue name -> pool name.")
+    pools = _pools(values["POOLS"])
+    for queue, pool in routing.items():
+        if pool not in pools:
+            raise ImproperlyConfigured(
+                f'{_key("ROUTING")}["{queue}"] names pool {pool!r}, which is not in '
+                f"{_key('POOLS')} ({', '.join(pools)})."
+            )
+    task_modules = values["TASK_MODULES"]
+    if not isinstance(task_modules, (list, tuple)) or not all(
+        isinstance(m, str) for m in task_modules
+    ):
+        raise ImproperlyConfigured(f"{_key('TASK_MODULES')} must be a list of module paths.")
+    if not isinstance(values["SCHEDULES"], Mapping):
+        raise ImproperlyConfigured(f"{_key('SCHEDULES')} must be a dict.")
+    return Settings(
+        lease=lease,
+        safety_buffer=buffer,
+        timeout=seconds(_key("TIMEOUT"), values["TIMEOUT"]),
+        max_attempts=positive_int(_key("MAX_ATTEMPTS"), values["MAX_ATTEMPTS"]),
+        backoff=validate_backoff(_key("BACKOFF"), values["BACKOFF"]),
+        on_crash=validate_on_crash(_key("ON_CRASH"), values["ON_CRASH"]),
+        max_crashes=positive_int(_key("MAX_CRASHES"), values["MAX_CRASHES"]),
+        shutdown_timeout=seconds(_key("SHUTDOWN_TIMEOUT"), values["SHUTDOWN_TIMEOUT"]),
+        poll_interval=seconds(_key("POLL_INTERVAL"), values["POLL_INTERVAL"], allow_zero=False),
+        retention=_retention(values["RETENTION"]),
+        pools=pools,
+        routing=dict(routing),
+        schedules=dict(values["SCHEDULES"]),
+        task_modules=tuple(task_modules),
+    )
+
+
+@lru_cache(maxsize=1)
+def get() -> Settings:
+    """Return the validated settings; raises ``ImproperlyConfigured`` naming a bad key."""
+    return build(getattr(django_settings, "JOBQUEUE", None))
+
+
+@receiver(setting_changed)
+def _reset(*, setting: str, **kwargs: Any) -> None:
+    if setting == "JOBQUEUE":
+        get.cache_clear()

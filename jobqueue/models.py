@@ -1,0 +1,105 @@
+"""The job table and the registry of live workers.
+
+Every status change goes through :mod:`jobqueue.store`; these models describe the rows and
+the indexes whose predicates match the statements in :mod:`jobqueue.sql`.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from jobqueue import states
+from jobqueue.states import Status
+
+
+class Job(models.Model):
+    task_name = models.CharField(max_length=255)
+    queue = models.CharField(max_length=100, default="default")
+    priority = models.SmallIntegerField(default=0)
+    args = models.JSONField(default=list)
+    kwargs = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    run_at = models.DateTimeField(default=timezone.now)
+    attempts = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=3)
+    crashes = models.PositiveIntegerField(default=0)
+    # Stored on the row so that any worker can apply the policy to a dead worker's job in one
+    # statement, even a worker that does not have the task registered.
+    on_crash = models.CharField(max_length=5, default="retry")
+    # NULL, not "", means "no key" (and "no token", "no worker" below): the partial unique
+    # index must ignore keyless jobs, and NULLs never collide.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    lease_until = models.DateTimeField(null=True, blank=True)
+    token = models.CharField(max_length=32, null=True, blank=True)  # noqa: DJ001
+    worker = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    last_error = models.TextField(blank=True, default="")
+    errors = models.JSONField(default=list)
+    result = models.JSONField(null=True, blank=True)
+    steps = models.JSONField(default=dict)
+    enqueued_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            # The claim reads only due pending rows in this order; finished rows are not in
+            # the index at all, so a million of them cost the claim nothing.
+            models.Index(
+                fields=["-priority", "run_at", "id"],
+                name="jobqueue_job_claim",
+                condition=Q(status=states.PENDING),
+            ),
+            # Crash recovery scans running rows by lease expiry.
+            models.Index(
+                fields=["lease_until"],
+                name="jobqueue_job_running_lease",
+                condition=Q(status=states.RUNNING),
+            ),
+            # Retention prunes by status and age; the admin filters by status.
+            models.Index(fields=["status", "finished_at"], name="jobqueue_job_status_finished"),
+            models.Index(fields=["queue", "status"], name="jobqueue_job_queue_status"),
+        ]
+        constraints = [
+            # At most one unfinished job per key, enforced by the database so two concurrent
+            # enqueues cannot both slip past a read-then-write check.
+            models.UniqueConstraint(
+                fields=["idempotency_key"],
+                condition=Q(status__in=states.UNFINISHED),
+                name="jobqueue_job_unfinished_key",
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=-100, priority__lte=100),
+                name="jobqueue_job_priority_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_name} #{self.pk} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status not in states.UNFINISHED
+
+
+class Worker(models.Model):
+    """A live worker process. Its heartbeat refreshes ``last_heartbeat``; a row that has not
+    been refreshed for a whole ``LEASE`` belongs to a dead process and is reaped."""
+
+    id = models.CharField(max_length=255, primary_key=True)
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    pool = models.CharField(max_length=100)
+    queues = models.JSONField(default=dict)
+    concurrency = models.PositiveIntegerField()
+    started_at = models.DateTimeField(default=timezone.now)
+    last_heartbeat = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["pool", "started_at"]
+
+    def __str__(self) -> str:
+        return self.id

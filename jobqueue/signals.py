@@ -1,0 +1,14 @@
+"""Signals a project can connect to. Each is sent after the database change it reports."""
+
+from django.dispatch import Signal
+
+# New jobs became visible to workers (the enqueueing transaction committed).
+# Arguments: queue, database.
+jobs_committed = Signal()
+
+# A worker started an attempt. Arguments: job_id, task_name, attempt, worker.
+job_started = Signal()
+
+# An attempt ended and its outcome was written. Arguments: job_id, task_name, status
+# (the job's new status), attempt, worker.
+job_finished = Signal()

@@ -1,0 +1,105 @@
+"""Load the named statements of ``<vendor>.sql`` and run them on a Django connection.
+
+Each statement sits in its file under a ``-- name: <name>`` line. Python refers to them by
+name only; how a vendor wants its parameters shaped (arrays or JSON text, the database
+clock or the caller's) is decided here and in the ``.sql`` files, nowhere else.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
+from django.dispatch import receiver
+from django.utils import timezone
+
+SUPPORTED_VENDORS = ("postgresql", "sqlite")
+_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+
+
+@cache
+def load(vendor: str) -> dict[str, str]:
+    """Return ``{name: statement}`` for one vendor's file."""
+    text = (Path(__file__).parent / f"{vendor}.sql").read_text()
+    parts = _NAME.split(text)
+    statements = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
+        statements[name] = "\n".join(lines).strip().rstrip(";")
+    return statements
+
+
+class Queries:
+    """The named statements of one database alias, with vendor-shaped parameters."""
+
+    def __init__(self, using: str) -> None:
+        self.using = using
+        self.vendor = connections[using].vendor
+        if self.vendor not in SUPPORTED_VENDORS:
+            raise NotImplementedError(
+                f"jobqueue supports PostgreSQL and SQLite; database {using!r} is {self.vendor}."
+            )
+        self.statements = load(self.vendor)
+        self.is_postgresql = self.vendor == "postgresql"
+
+    @property
+    def connection(self) -> BaseDatabaseWrapper:
+        # Django's connections are per thread: look it up on every use, never keep one.
+        return connections[self.using]
+
+    # -- parameter shapes -------------------------------------------------------------
+
+    def names(self, values: Sequence[str]) -> Any:
+        """A list parameter: a text array on PostgreSQL, JSON text for json_each on SQLite."""
+        return list(values) if self.is_postgresql else json.dumps(list(values))
+
+    def time(self, value: dt.datetime) -> Any:
+        return self.connection.ops.adapt_datetimefield_value(value)
+
+    def clock(self, **offsets: float) -> dict[str, Any]:
+        """Times for SQLite statements, from this host's clock: ``now`` and ``now + offset``.
+
+        PostgreSQL statements use ``now()`` and ignore these.
+        """
+        if self.is_postgresql:
+            return {}
+        now = timezone.now()
+        params = {"now": self.time(now)}
+        for name, seconds in offsets.items():
+            params[name] = self.time(now + dt.timedelta(seconds=seconds))
+        return params
+
+    # -- execution --------------------------------------------------------------------
+
+    def execute(self, name: str, params: dict[str, Any]) -> int:
+        with self.connection.cursor() as cursor:
+            cursor.execute(self.statements[name], params)
+            return cursor.rowcount
+
+    def fetchall(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        with self.connection.cursor() as cursor:
+            cursor.execute(self.statements[name], params)
+            return cursor.fetchall()
+
+
+def loads(value: Any) -> Any:
+    """Decode a JSON column read by raw SQL (Django hands jsonb over as text)."""
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+@receiver(connection_created)
+def _configure_sqlite(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    # WAL lets workers read while another process writes; it is a property of the file, so
+    # setting it on every new connection is cheap and idempotent. In-memory databases
+    # answer "memory" and stay as they are.
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA journal_mode=WAL")

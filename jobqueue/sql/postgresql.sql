@@ -1,0 +1,186 @@
+-- Every hand-written PostgreSQL statement of jobqueue, by name.
+-- Times come from the database clock (now()), so workers on several hosts agree on leases.
+-- Parameters use pyformat (%(name)s); a literal percent sign would be written %%.
+
+-- name: enqueue
+-- Insert a batch of jobs given as one JSON array; a row whose idempotency key an unfinished
+-- job already holds is skipped by the partial unique index, never by a read-then-write.
+-- If anything was inserted, NOTIFY the queue in the same statement: PostgreSQL delivers a
+-- notification only when the enclosing transaction commits, and drops it on rollback, so
+-- listeners hear of the jobs exactly when they become visible, with no extra round trip.
+WITH inserted AS (
+INSERT INTO jobqueue_job (
+    task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
+    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
+)
+SELECT r.task_name, r.queue, r.priority, r.args, r.kwargs, 'pending', r.run_at, 0,
+       r.max_attempts, 0, r.on_crash, r.idempotency_key, '', '[]', '{}',
+       r.enqueued_at, r.enqueued_at
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
+    task_name text, queue text, priority smallint, args jsonb, kwargs jsonb,
+    run_at timestamptz, max_attempts int, on_crash text, idempotency_key text,
+    enqueued_at timestamptz
+)
+ON CONFLICT DO NOTHING
+RETURNING id, idempotency_key
+),
+woken AS (
+    SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT 1 FROM inserted LIMIT 1) AS any_row
+)
+SELECT id, idempotency_key, (SELECT count(*) FROM woken) FROM inserted;
+
+-- name: claim
+-- Claim up to %(limit)s due jobs of this worker's tasks and queues in one statement.
+-- SKIP LOCKED lets concurrent workers pass over each other's rows instead of queueing
+-- behind them; the ORDER BY matches the partial index jobqueue_job_claim.
+WITH due AS (
+    SELECT id
+    FROM jobqueue_job
+    WHERE status = 'pending'
+      AND run_at <= now()
+      AND task_name = ANY(%(task_names)s::text[])
+      AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
+      AND queue <> ALL(%(excluded)s::text[])
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobqueue_job AS job
+SET status = 'running',
+    token = replace(gen_random_uuid()::text, '-', ''),
+    lease_until = now() + make_interval(secs => %(lease)s),
+    worker = %(worker)s,
+    attempts = job.attempts + 1,
+    started_at = now(),
+    updated_at = now()
+FROM due
+WHERE job.id = due.id
+RETURNING job.id, job.task_name, job.queue, job.priority, job.args, job.kwargs,
+          job.attempts, job.max_attempts, job.crashes, job.token, job.steps;
+
+-- name: succeed
+-- Fenced: only the attempt that holds the token, with SAFETY_BUFFER left on its lease.
+UPDATE jobqueue_job
+SET status = 'succeeded', result = %(result)s::jsonb, lease_until = NULL,
+    finished_at = now(), updated_at = now()
+WHERE id = %(id)s AND token = %(token)s AND status = 'running'
+  AND lease_until > now() + make_interval(secs => %(buffer)s);
+
+-- name: retry
+-- Fenced: a failed attempt with attempts left goes back to pending after its backoff.
+UPDATE jobqueue_job
+SET status = 'pending', run_at = now() + make_interval(secs => %(delay)s),
+    last_error = %(last_error)s, errors = errors || jsonb_build_array(%(error)s::jsonb),
+    lease_until = NULL, token = NULL, worker = NULL, updated_at = now()
+WHERE id = %(id)s AND token = %(token)s AND status = 'running'
+  AND lease_until > now() + make_interval(secs => %(buffer)s);
+
+-- name: fail
+-- Fenced: out of attempts, or a PermanentError. The row stays, with its errors.
+UPDATE jobqueue_job
+SET status = 'failed', last_error = %(last_error)s,
+    errors = errors || jsonb_build_array(%(error)s::jsonb),
+    lease_until = NULL, finished_at = now(), updated_at = now()
+WHERE id = %(id)s AND token = %(token)s AND status = 'running'
+  AND lease_until > now() + make_interval(secs => %(buffer)s);
+
+-- name: snooze
+-- Fenced: back to pending later without counting the attempt.
+UPDATE jobqueue_job
+SET status = 'pending', run_at = now() + make_interval(secs => %(delay)s),
+    attempts = attempts - 1, lease_until = NULL, token = NULL, worker = NULL,
+    updated_at = now()
+WHERE id = %(id)s AND token = %(token)s AND status = 'running'
+  AND lease_until > now() + make_interval(secs => %(buffer)s);
+
+-- name: save_step
+-- Fenced: record one finished step so a later attempt reuses its result.
+UPDATE jobqueue_job
+SET steps = jsonb_set(steps, ARRAY[%(name)s::text], %(value)s::jsonb)
+WHERE id = %(id)s AND token = %(token)s AND status = 'running'
+  AND lease_until > now() + make_interval(secs => %(buffer)s);
+
+-- name: prune
+-- Delete one batch of finished rows of one status older than %(age)s seconds.
+DELETE FROM jobqueue_job
+WHERE id IN (
+    SELECT id FROM jobqueue_job
+    WHERE status = %(status)s
+      AND finished_at < now() - make_interval(secs => %(age)s)
+    LIMIT %(batch)s
+);
+
+-- name: register_worker
+-- Insert or refresh this worker's row; a worker whose row was reaped while it was paused
+-- comes back (its jobs, if rescued meanwhile, stay fenced off by their new tokens).
+INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, concurrency, started_at, last_heartbeat)
+VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, %(queues)s::jsonb, %(concurrency)s, now(), now())
+ON CONFLICT (id) DO UPDATE SET last_heartbeat = now();
+
+-- name: deregister_worker
+DELETE FROM jobqueue_worker WHERE id = %(worker)s;
+
+-- name: renew_leases
+-- One statement renews every lease this worker holds, each fenced by its token and by a
+-- lease that still has SAFETY_BUFFER left; a job missing from the result has been lost.
+UPDATE jobqueue_job
+SET lease_until = now() + make_interval(secs => %(lease)s)
+WHERE worker = %(worker)s AND status = 'running'
+  AND token = ANY(%(tokens)s::text[])
+  AND lease_until > now() + make_interval(secs => %(buffer)s)
+RETURNING id;
+
+-- name: recover
+-- Apply the crash policy to running jobs whose worker is gone: either every job whose lease
+-- expired (%(expired)s), or the listed tokens of one worker that is shutting down. The
+-- WHERE is re-checked on the locked row, so two workers recovering at once cannot both
+-- apply it; SKIP LOCKED keeps them from waiting on each other.
+-- on_crash "retry" returns the job to pending without spending an attempt and counts a
+-- crash; "park", or the MAX_CRASHES-th crash, parks it as abandoned for an operator.
+UPDATE jobqueue_job AS job
+SET status = CASE WHEN lost.parks THEN 'abandoned' ELSE 'pending' END,
+    crashes = job.crashes + 1,
+    attempts = greatest(job.attempts - 1, 0),
+    run_at = now(),
+    finished_at = CASE WHEN lost.parks THEN now() END,
+    lease_until = NULL,
+    token = NULL,
+    worker = CASE WHEN lost.parks THEN job.worker END,
+    last_error = lost.message,
+    errors = job.errors || jsonb_build_array(jsonb_build_object(
+        'type', 'WorkerLost', 'message', lost.message, 'traceback', '',
+        'attempt', job.attempts, 'at', now(), 'worker', job.worker)),
+    updated_at = now()
+FROM (
+    SELECT candidate.id,
+           candidate.on_crash = 'park' OR candidate.crashes + 1 >= %(max_crashes)s AS parks,
+           %(reason)s || ' Worker ' || coalesce(candidate.worker, '?')
+           || coalesce(' (host ' || w.hostname || ', pid ' || w.pid || ', last heartbeat '
+                       || to_char(w.last_heartbeat AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')
+                       || ' UTC)', ' (no longer registered)')
+           || ', lease held until '
+           || to_char(candidate.lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')
+           || ' UTC. '
+           || CASE WHEN candidate.on_crash = 'park'
+                   THEN 'Parked as abandoned (on_crash="park"): retry or discard it by hand.'
+                   WHEN candidate.crashes + 1 >= %(max_crashes)s
+                   THEN 'Parked as abandoned after ' || (candidate.crashes + 1)
+                        || ' crashes (MAX_CRASHES): retry or discard it by hand.'
+                   ELSE 'Returned to pending without spending an attempt (crash '
+                        || (candidate.crashes + 1) || ' of at most ' || %(max_crashes)s || ').'
+              END AS message
+    FROM jobqueue_job AS candidate
+    LEFT JOIN jobqueue_worker AS w ON w.id = candidate.worker
+    WHERE candidate.status = 'running'
+      AND ((%(expired)s AND candidate.lease_until < now())
+           OR (candidate.worker = %(worker)s AND candidate.token = ANY(%(tokens)s::text[])))
+    FOR UPDATE OF candidate SKIP LOCKED
+) AS lost
+WHERE job.id = lost.id AND job.status = 'running'
+RETURNING job.id, job.task_name, job.status, job.last_error;
+
+-- name: reap_workers
+-- Forget workers that have not renewed for a whole lease; their jobs are recovered above.
+DELETE FROM jobqueue_worker
+WHERE last_heartbeat < now() - make_interval(secs => %(lease)s);
+

@@ -1,0 +1,162 @@
+-- Every hand-written SQLite statement of jobqueue, by name.
+-- SQLite serves one host, so times come from the caller as %(now)s, %(fence)s (now plus
+-- SAFETY_BUFFER), %(lease_until)s and %(run_at)s, in Django's stored datetime format.
+-- Lists and batches arrive as JSON text and are read with json_each.
+
+-- name: enqueue
+-- Insert a batch of jobs given as one JSON array; a row whose idempotency key an unfinished
+-- job already holds is skipped by the partial unique index, never by a read-then-write.
+-- ("WHERE true" keeps the parser from reading ON CONFLICT as a join constraint.)
+INSERT INTO jobqueue_job (
+    task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
+    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
+)
+SELECT r.value ->> 'task_name', r.value ->> 'queue', r.value ->> 'priority',
+       r.value -> 'args', r.value -> 'kwargs', 'pending', r.value ->> 'run_at', 0,
+       r.value ->> 'max_attempts', 0, r.value ->> 'on_crash', r.value ->> 'idempotency_key',
+       '', '[]', '{}', r.value ->> 'enqueued_at', r.value ->> 'enqueued_at'
+FROM json_each(%(rows)s) AS r
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING id, idempotency_key;
+
+-- name: claim
+-- Claim up to %(limit)s due jobs of this worker's tasks and queues in one statement. A
+-- write statement in autocommit takes SQLite's write lock before it reads, waiting up to the
+-- connection's timeout, so two workers never claim from the same snapshot.
+UPDATE jobqueue_job
+SET status = 'running',
+    token = lower(hex(randomblob(16))),
+    lease_until = %(lease_until)s,
+    worker = %(worker)s,
+    attempts = attempts + 1,
+    started_at = %(now)s,
+    updated_at = %(now)s
+WHERE id IN (
+    SELECT id
+    FROM jobqueue_job
+    WHERE status = 'pending'
+      AND run_at <= %(now)s
+      AND task_name IN (SELECT value FROM json_each(%(task_names)s))
+      AND (%(all_queues)s OR queue IN (SELECT value FROM json_each(%(queues)s)))
+      AND queue NOT IN (SELECT value FROM json_each(%(excluded)s))
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s
+)
+RETURNING id, task_name, queue, priority, args, kwargs, attempts, max_attempts, crashes,
+          token, steps;
+
+-- name: succeed
+-- Fenced: only the attempt that holds the token, with SAFETY_BUFFER left on its lease.
+UPDATE jobqueue_job
+SET status = 'succeeded', result = json(%(result)s), lease_until = NULL,
+    finished_at = %(now)s, updated_at = %(now)s
+WHERE id = %(id)s AND token = %(token)s AND status = 'running' AND lease_until > %(fence)s;
+
+-- name: retry
+-- Fenced: a failed attempt with attempts left goes back to pending after its backoff.
+UPDATE jobqueue_job
+SET status = 'pending', run_at = %(run_at)s, last_error = %(last_error)s,
+    errors = json_insert(errors, '$[#]', json(%(error)s)),
+    lease_until = NULL, token = NULL, worker = NULL, updated_at = %(now)s
+WHERE id = %(id)s AND token = %(token)s AND status = 'running' AND lease_until > %(fence)s;
+
+-- name: fail
+-- Fenced: out of attempts, or a PermanentError. The row stays, with its errors.
+UPDATE jobqueue_job
+SET status = 'failed', last_error = %(last_error)s,
+    errors = json_insert(errors, '$[#]', json(%(error)s)),
+    lease_until = NULL, finished_at = %(now)s, updated_at = %(now)s
+WHERE id = %(id)s AND token = %(token)s AND status = 'running' AND lease_until > %(fence)s;
+
+-- name: snooze
+-- Fenced: back to pending later without counting the attempt.
+UPDATE jobqueue_job
+SET status = 'pending', run_at = %(run_at)s, attempts = attempts - 1,
+    lease_until = NULL, token = NULL, worker = NULL, updated_at = %(now)s
+WHERE id = %(id)s AND token = %(token)s AND status = 'running' AND lease_until > %(fence)s;
+
+-- name: save_step
+-- Fenced: record one finished step so a later attempt reuses its result.
+UPDATE jobqueue_job
+SET steps = json_set(steps, %(path)s, json(%(value)s))
+WHERE id = %(id)s AND token = %(token)s AND status = 'running' AND lease_until > %(fence)s;
+
+-- name: prune
+-- Delete one batch of finished rows of one status that finished before %(cutoff)s.
+DELETE FROM jobqueue_job
+WHERE id IN (
+    SELECT id FROM jobqueue_job
+    WHERE status = %(status)s AND finished_at < %(cutoff)s
+    LIMIT %(batch)s
+);
+
+-- name: register_worker
+-- Insert or refresh this worker's row; a worker whose row was reaped while it was paused
+-- comes back (its jobs, if rescued meanwhile, stay fenced off by their new tokens).
+INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, concurrency, started_at, last_heartbeat)
+VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, json(%(queues)s), %(concurrency)s, %(now)s, %(now)s)
+ON CONFLICT (id) DO UPDATE SET last_heartbeat = excluded.last_heartbeat;
+
+-- name: deregister_worker
+DELETE FROM jobqueue_worker WHERE id = %(worker)s;
+
+-- name: renew_leases
+-- One statement renews every lease this worker holds, each fenced by its token and by a
+-- lease that still has SAFETY_BUFFER left; a job missing from the result has been lost.
+UPDATE jobqueue_job
+SET lease_until = %(lease_until)s
+WHERE worker = %(worker)s AND status = 'running'
+  AND token IN (SELECT value FROM json_each(%(tokens)s))
+  AND lease_until > %(fence)s
+RETURNING id;
+
+-- name: recover
+-- Apply the crash policy to running jobs whose worker is gone: either every job whose lease
+-- expired (%(expired)s), or the listed tokens of one worker that is shutting down. SQLite
+-- runs one writer at a time, so the status guard alone keeps two recoveries apart.
+-- on_crash "retry" returns the job to pending without spending an attempt and counts a
+-- crash; "park", or the MAX_CRASHES-th crash, parks it as abandoned for an operator.
+UPDATE jobqueue_job
+SET status = CASE WHEN lost.parks THEN 'abandoned' ELSE 'pending' END,
+    crashes = jobqueue_job.crashes + 1,
+    attempts = max(jobqueue_job.attempts - 1, 0),
+    run_at = %(now)s,
+    finished_at = CASE WHEN lost.parks THEN %(now)s END,
+    lease_until = NULL,
+    token = NULL,
+    worker = CASE WHEN lost.parks THEN jobqueue_job.worker END,
+    last_error = lost.message,
+    errors = json_insert(jobqueue_job.errors, '$[#]', json_object(
+        'type', 'WorkerLost', 'message', lost.message, 'traceback', '',
+        'attempt', jobqueue_job.attempts, 'at', %(now_iso)s, 'worker', jobqueue_job.worker)),
+    updated_at = %(now)s
+FROM (
+    SELECT candidate.id,
+           candidate.on_crash = 'park' OR candidate.crashes + 1 >= %(max_crashes)s AS parks,
+           %(reason)s || ' Worker ' || coalesce(candidate.worker, '?')
+           || coalesce(' (host ' || w.hostname || ', pid ' || w.pid || ', last heartbeat '
+                       || substr(w.last_heartbeat, 1, 19) || ' UTC)', ' (no longer registered)')
+           || ', lease held until ' || substr(candidate.lease_until, 1, 19) || ' UTC. '
+           || CASE WHEN candidate.on_crash = 'park'
+                   THEN 'Parked as abandoned (on_crash="park"): retry or discard it by hand.'
+                   WHEN candidate.crashes + 1 >= %(max_crashes)s
+                   THEN 'Parked as abandoned after ' || (candidate.crashes + 1)
+                        || ' crashes (MAX_CRASHES): retry or discard it by hand.'
+                   ELSE 'Returned to pending without spending an attempt (crash '
+                        || (candidate.crashes + 1) || ' of at most ' || %(max_crashes)s || ').'
+              END AS message
+    FROM jobqueue_job AS candidate
+    LEFT JOIN jobqueue_worker AS w ON w.id = candidate.worker
+    WHERE candidate.status = 'running'
+      AND ((%(expired)s AND candidate.lease_until < %(now)s)
+           OR (candidate.worker = %(worker)s
+               AND candidate.token IN (SELECT value FROM json_each(%(tokens)s))))
+) AS lost
+WHERE jobqueue_job.id = lost.id AND jobqueue_job.status = 'running'
+RETURNING id, task_name, status, last_error;
+
+-- name: reap_workers
+-- Forget workers that have not renewed for a whole lease; their jobs are recovered above.
+DELETE FROM jobqueue_worker WHERE last_heartbeat < %(cutoff)s;
+

@@ -1,0 +1,332 @@
+"""The only writer of ``Job.status``: one method per transition.
+
+The worker, the admin, the management commands and the ``django.tasks`` backend all change a
+job through these methods, so each transition is written once, fenced once, logged once and
+signalled once. Worker writes about a running job are fenced: they match the job's id, its
+claim token and a lease with at least ``SAFETY_BUFFER`` left, and raise
+:class:`~jobqueue.exceptions.JobRunAborted` when that matches no row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS
+from django.utils import timezone
+
+from jobqueue import conf, signals, states
+from jobqueue.exceptions import JobRunAborted
+from jobqueue.sql import Queries, loads
+
+logger = logging.getLogger("jobqueue")
+
+PRUNE_BATCH = 1000
+
+
+@dataclass
+class ClaimedJob:
+    """What a worker needs to run one attempt, read back from the claim statement."""
+
+    id: int
+    task_name: str
+    queue: str
+    priority: int
+    args: list[Any]
+    kwargs: dict[str, Any]
+    attempt: int
+    max_attempts: int
+    crashes: int
+    token: str
+    steps: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def attempts_left(self) -> bool:
+        return self.attempt < self.max_attempts
+
+
+class Store:
+    """Transitions of jobs in one database."""
+
+    def __init__(self, using: str = DEFAULT_DB_ALIAS, settings: conf.Settings | None = None):
+        self.queries = Queries(using)
+        self.settings = settings or conf.get()
+
+    # -- worker side ------------------------------------------------------------------
+
+    def claim(
+        self,
+        *,
+        worker: str,
+        task_names: list[str],
+        queues: tuple[str, ...] | None,
+        excluded: tuple[str, ...] = (),
+        limit: int,
+    ) -> list[ClaimedJob]:
+        """pending -> running for up to ``limit`` due jobs, highest priority first.
+
+        ``queues=None`` serves every queue but ``excluded``. Only ``task_names`` are
+        claimed, so a job for a task this worker does not know stays pending, untouched.
+        """
+        if limit < 1 or not task_names:
+            return []
+        q = self.queries
+        rows = q.fetchall(
+            "claim",
+            {
+                "worker": worker,
+                "task_names": q.names(task_names),
+                "all_queues": queues is None,
+                "queues": q.names(queues or ()),
+                "excluded": q.names(excluded),
+                "limit": limit,
+                "lease": self.settings.lease,
+                **q.clock(lease_until=self.settings.lease),
+            },
+        )
+        jobs = [
+            ClaimedJob(
+                id=row[0],
+                task_name=row[1],
+                queue=row[2],
+                priority=row[3],
+                args=loads(row[4]),
+                kwargs=loads(row[5]),
+                attempt=row[6],
+                max_attempts=row[7],
+                crashes=row[8],
+                token=row[9],
+                steps=loads(row[10]) or {},
+            )
+            for row in rows
+        ]
+        jobs.sort(key=lambda job: (-job.priority, job.id))
+        for job in jobs:
+            logger.debug("claimed job %s (%s), attempt %s", job.id, job.task_name, job.attempt)
+            signals.job_started.send(
+                sender=Store,
+                job_id=job.id,
+                task_name=job.task_name,
+                attempt=job.attempt,
+                worker=worker,
+            )
+        return jobs
+
+    def succeed(self, job: ClaimedJob, result: Any, *, worker: str) -> None:
+        """running -> succeeded, storing the JSON ``result``."""
+        self._fenced("succeed", job, {"result": json.dumps(result)})
+        logger.info("job %s (%s) succeeded on attempt %s", job.id, job.task_name, job.attempt)
+        self._finished(job, states.SUCCEEDED, worker)
+
+    def retry(self, job: ClaimedJob, error: dict[str, Any], delay: float, *, worker: str) -> None:
+        """running -> pending after ``delay`` seconds; the failed attempt stays counted."""
+        self._fenced(
+            "retry",
+            job,
+            {
+                "delay": delay,
+                "error": json.dumps(error),
+                "last_error": summary(error),
+                **self.queries.clock(run_at=delay),
+            },
+        )
+        logger.warning(
+            "job %s (%s) failed attempt %s of %s, retrying in %.3g s: %s",
+            job.id,
+            job.task_name,
+            job.attempt,
+            job.max_attempts,
+            delay,
+            summary(error),
+        )
+        self._finished(job, states.PENDING, worker)
+
+    def fail(self, job: ClaimedJob, error: dict[str, Any], *, worker: str) -> None:
+        """running -> failed; the row and its error history stay for an operator."""
+        self._fenced("fail", job, {"error": json.dumps(error), "last_error": summary(error)})
+        logger.error(
+            "job %s (%s) failed for good on attempt %s of %s: %s",
+            job.id,
+            job.task_name,
+            job.attempt,
+            job.max_attempts,
+            summary(error),
+        )
+        self._finished(job, states.FAILED, worker)
+
+    def snooze(self, job: ClaimedJob, seconds: float, *, worker: str) -> None:
+        """running -> pending after ``seconds``, giving the attempt back."""
+        self._fenced("snooze", job, {"delay": seconds, **self.queries.clock(run_at=seconds)})
+        logger.info("job %s (%s) snoozed for %.3g s", job.id, job.task_name, seconds)
+        self._finished(job, states.PENDING, worker)
+
+    def save_step(self, job: ClaimedJob, name: str, value: Any) -> None:
+        """Record a finished step's JSON result on a running job."""
+        self._fenced(
+            "save_step",
+            job,
+            {"name": name, "path": json_path(name), "value": json.dumps(value)},
+        )
+        job.steps[name] = value
+
+    def _fenced(self, statement: str, job: ClaimedJob, params: dict[str, Any]) -> None:
+        q = self.queries
+        matched = q.execute(
+            statement,
+            {
+                "id": job.id,
+                "token": job.token,
+                "buffer": self.settings.safety_buffer,
+                **q.clock(fence=self.settings.safety_buffer),
+                **params,
+            },
+        )
+        if matched != 1:
+            raise JobRunAborted(
+                f"job {job.id} ({job.task_name}) attempt {job.attempt}: the {statement} write "
+                "was refused because this attempt no longer owns the job (its claim token "
+                "changed, or its lease has less than SAFETY_BUFFER left)"
+            )
+
+    def _finished(self, job: ClaimedJob, status: str, worker: str) -> None:
+        signals.job_finished.send(
+            sender=Store,
+            job_id=job.id,
+            task_name=job.task_name,
+            status=status,
+            attempt=job.attempt,
+            worker=worker,
+        )
+
+    # -- liveness ---------------------------------------------------------------------
+
+    def register_worker(
+        self,
+        *,
+        worker: str,
+        hostname: str,
+        pid: int,
+        pool: str,
+        queues: dict[str, Any],
+        concurrency: int,
+    ) -> None:
+        """Insert this worker's row, or refresh its heartbeat if it is there."""
+        self.queries.execute(
+            "register_worker",
+            {
+                "worker": worker,
+                "hostname": hostname,
+                "pid": pid,
+                "pool": pool,
+                "queues": json.dumps(queues),
+                "concurrency": concurrency,
+                **self.queries.clock(),
+            },
+        )
+
+    def deregister_worker(self, worker: str) -> None:
+        self.queries.execute("deregister_worker", {"worker": worker})
+
+    def renew_leases(self, worker: str, tokens: list[str]) -> set[int]:
+        """Extend by ``LEASE`` every lease in ``tokens`` that this worker still holds.
+
+        Returns the ids renewed; a held job missing from them has lost its lease.
+        """
+        if not tokens:
+            return set()
+        q = self.queries
+        rows = q.fetchall(
+            "renew_leases",
+            {
+                "worker": worker,
+                "tokens": q.names(tokens),
+                "lease": self.settings.lease,
+                "buffer": self.settings.safety_buffer,
+                **q.clock(lease_until=self.settings.lease, fence=self.settings.safety_buffer),
+            },
+        )
+        return {row[0] for row in rows}
+
+    def rescue_expired(self) -> list[tuple[int, str, str]]:
+        """Apply the crash policy to every running job whose lease has expired."""
+        return self._recover(
+            expired=True,
+            worker=None,
+            tokens=[],
+            reason="The worker stopped renewing its lease (killed, out of memory, or lost).",
+        )
+
+    def release(self, worker: str, tokens: list[str], reason: str) -> list[tuple[int, str, str]]:
+        """Apply the crash policy at once to jobs a stopping worker still holds."""
+        if not tokens:
+            return []
+        return self._recover(expired=False, worker=worker, tokens=tokens, reason=reason)
+
+    def _recover(
+        self, *, expired: bool, worker: str | None, tokens: list[str], reason: str
+    ) -> list[tuple[int, str, str]]:
+        q = self.queries
+        rows = q.fetchall(
+            "recover",
+            {
+                "expired": expired,
+                "worker": worker,
+                "tokens": q.names(tokens),
+                "reason": reason,
+                "max_crashes": self.settings.max_crashes,
+                "now_iso": timezone.now().isoformat(),
+                **q.clock(),
+            },
+        )
+        for job_id, task_name, status, last_error in rows:
+            log = logger.error if status == states.ABANDONED else logger.warning
+            log("job %s (%s) recovered as %s: %s", job_id, task_name, status, last_error)
+        return [(job_id, task_name, status) for job_id, task_name, status, _ in rows]
+
+    def reap_workers(self) -> int:
+        """Delete worker rows with no heartbeat for a whole ``LEASE``."""
+        lease = self.settings.lease
+        return self.queries.execute(
+            "reap_workers", {"lease": lease, **self.queries.clock(cutoff=-lease)}
+        )
+
+    # -- maintenance ------------------------------------------------------------------
+
+    def prune(self) -> dict[str, int]:
+        """Delete finished rows older than ``RETENTION``, one batch per statement."""
+        deleted: dict[str, int] = {}
+        for status, age in self.settings.retention.items():
+            if age is None:
+                continue
+            total = 0
+            while True:
+                count = self.queries.execute(
+                    "prune",
+                    {
+                        "status": status,
+                        "age": age,
+                        "batch": PRUNE_BATCH,
+                        **self.queries.clock(cutoff=-age),
+                    },
+                )
+                total += count
+                if count < PRUNE_BATCH:
+                    break
+            deleted[status] = total
+            if total:
+                logger.info("pruned %s %s job(s) older than %g s", total, status, age)
+        return deleted
+
+
+def summary(error: dict[str, Any]) -> str:
+    """The one-line ``last_error`` for an error entry."""
+    message = error.get("message") or ""
+    first_line = message.splitlines()[0] if message else ""
+    return f"{error.get('type', 'Error')}: {first_line}" if first_line else error.get("type", "")
+
+
+def json_path(step_name: str) -> str:
+    """SQLite's JSON path to one key of ``steps`` (names are validated by the context)."""
+    return '$."' + step_name + '"'

@@ -1,0 +1,293 @@
+"""``@task``, the registry of task names, and discovery of ``<app>.tasks`` modules."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import importlib
+import inspect
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import autodiscover_modules
+
+from jobqueue import conf
+from jobqueue.enqueue import EnqueueOptions, enqueue_calls
+
+if TYPE_CHECKING:
+    from jobqueue.models import Job
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_registry: dict[str, Task[Any, Any]] = {}
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    queue: str = "default"
+    priority: int = 0
+    max_attempts: int | None = None  # None: JOBQUEUE["MAX_ATTEMPTS"]
+    timeout: float | None = None  # None: JOBQUEUE["TIMEOUT"]; 0: no limit
+    on_crash: str | None = None  # None: JOBQUEUE["ON_CRASH"]
+    backoff: conf.Backoff | None = None  # None: JOBQUEUE["BACKOFF"]
+    takes_context: bool = False
+
+
+class Task(Generic[P, R]):
+    """A registered handler. Call it to run it here; ``enqueue`` it to run it on a worker."""
+
+    def __init__(self, func: Callable[..., R], name: str, options: TaskOptions) -> None:
+        self.func = func
+        self.name = name
+        self.options = options
+        self.is_async = inspect.iscoroutinefunction(func)
+        self.signature = _call_signature(func, takes_context=options.takes_context)
+        functools.update_wrapper(self, func)
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name}>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(*args, **kwargs)
+
+    # Effective per-task settings: the task's own option, else the project's default.
+    @property
+    def max_attempts(self) -> int:
+        return self.options.max_attempts or conf.get().max_attempts
+
+    @property
+    def timeout(self) -> float:
+        timeout = self.options.timeout
+        return conf.get().timeout if timeout is None else timeout
+
+    @property
+    def on_crash(self) -> str:
+        return self.options.on_crash or conf.get().on_crash
+
+    @property
+    def backoff(self) -> conf.Backoff:
+        return self.options.backoff or conf.get().backoff
+
+    def backoff_delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        backoff = self.backoff
+        if callable(backoff):
+            delay = float(backoff(attempt))
+            if not math.isfinite(delay) or delay < 0:
+                raise ValueError(
+                    f"the backoff of {self.name} returned {delay} for attempt {attempt}; "
+                    "it must return a finite number of seconds, 0 or more"
+                )
+            return delay
+        first, factor, cap = backoff
+        return min(cap, first * factor ** (attempt - 1))
+
+    def using(
+        self,
+        *,
+        delay: float | None = None,
+        run_at: dt.datetime | None = None,
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+    ) -> BoundTask[P, R]:
+        """Return this task with per-enqueue options; validated here, not in the worker."""
+        given = {
+            "delay": delay,
+            "run_at": run_at,
+            "idempotency_key": idempotency_key,
+            "queue": queue,
+            "priority": priority,
+            "max_attempts": max_attempts,
+        }
+        return BoundTask(self, {k: v for k, v in given.items() if v is not None})
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job | None:
+        """Insert a job in the caller's transaction; visible to workers at its commit."""
+        return BoundTask(self, {}).enqueue(*args, **kwargs)
+
+    def enqueue_many(self, calls: Iterable[Any]) -> list[Job | None]:
+        """Insert one job per item in one statement: see :meth:`BoundTask.enqueue_many`."""
+        return BoundTask(self, {}).enqueue_many(calls)
+
+    def enqueue_defaults(self) -> EnqueueOptions:
+        return EnqueueOptions.build(
+            task_name=self.name,
+            defaults=None,
+            queue=self.options.queue,
+            priority=self.options.priority,
+            max_attempts=self.max_attempts,
+            on_crash=self.on_crash,
+        )
+
+
+class BoundTask(Generic[P, R]):
+    """A task with per-enqueue options, as returned by :meth:`Task.using`."""
+
+    def __init__(self, task: Task[P, R], given: dict[str, Any]) -> None:
+        self.task = task
+        self.given = given
+        self.options = EnqueueOptions.build(
+            task_name=task.name, defaults=task.enqueue_defaults(), **given
+        )
+
+    def using(self, **options: Any) -> BoundTask[P, R]:
+        """Add or override options; a new ``delay`` replaces an earlier ``run_at``."""
+        given = dict(self.given)
+        if "delay" in options or "run_at" in options:
+            given.pop("delay", None)
+            given.pop("run_at", None)
+        return self.task.using(**{**given, **options})
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job | None:
+        """Insert one job; ``None`` if an unfinished job already holds its idempotency key."""
+        return enqueue_calls(self.task, self.options, [(args, kwargs)])[0]
+
+    def enqueue_many(self, calls: Iterable[Any]) -> list[Job | None]:
+        """Insert one job per item, all in one statement.
+
+        Each item is a tuple of positional arguments, a dict of keyword arguments, or a
+        :class:`Call` (which may carry its own ``idempotency_key``). The result has one
+        entry per item: the ``Job``, or ``None`` where an unfinished job held its key.
+        """
+        items = [_as_call(item) for item in calls]
+        keys = [key or self.options.idempotency_key for _, _, key in items]
+        return enqueue_calls(
+            self.task, self.options, [(args, kwargs) for args, kwargs, _ in items], keys
+        )
+
+
+@dataclass(frozen=True)
+class Call:
+    """One job's arguments for :meth:`BoundTask.enqueue_many`: ``Call(args, kwargs, key)``."""
+
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    idempotency_key: str | None = None
+
+
+def _as_call(item: Any) -> tuple[tuple[Any, ...], dict[str, Any], str | None]:
+    if isinstance(item, Call):
+        EnqueueOptions.build(
+            task_name="enqueue_many()", defaults=None, idempotency_key=item.idempotency_key
+        )
+        return tuple(item.args), dict(item.kwargs), item.idempotency_key
+    if isinstance(item, dict):
+        return (), item, None
+    if isinstance(item, tuple):
+        return item, {}, None
+    raise TypeError(
+        "enqueue_many() takes tuples of positional arguments, dicts of keyword arguments "
+        f"or jobqueue.tasks.Call objects, not {type(item).__name__}: {item!r}"
+    )
+
+
+def _call_signature(func: Callable[..., Any], *, takes_context: bool) -> inspect.Signature:
+    signature = inspect.signature(func)
+    if not takes_context:
+        return signature
+    params = list(signature.parameters.values())
+    if not params or params[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        raise TypeError(
+            f"{func.__qualname__} is declared takes_context=True, so its first parameter "
+            "must be the context (ctx)."
+        )
+    return signature.replace(parameters=params[1:])
+
+
+def task(
+    func: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    max_attempts: int | None = None,
+    timeout: float | None = None,
+    on_crash: str | None = None,
+    backoff: conf.Backoff | None = None,
+    takes_context: bool = False,
+) -> Any:
+    """Register a function as a task: ``@task`` or ``@task(queue="emails", ...)``."""
+
+    def decorate(f: Callable[..., Any]) -> Task[Any, Any]:
+        task_name = name or f"{f.__module__}.{f.__qualname__}"
+        options = _validated_options(
+            task_name,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            on_crash=on_crash,
+            backoff=backoff,
+            takes_context=takes_context,
+        )
+        return register(Task(f, task_name, options))
+
+    return decorate(func) if func is not None else decorate
+
+
+def _validated_options(task_name: str, **options: Any) -> TaskOptions:
+    where = f"@task option {{}} of {task_name}"
+    try:
+        # The enqueue-side checks (queue, priority, max_attempts) are shared with .using().
+        EnqueueOptions.build(
+            task_name=f"@task {task_name}",
+            defaults=None,
+            queue=options["queue"],
+            priority=options["priority"],
+            max_attempts=options["max_attempts"],
+        )
+        if options["timeout"] is not None:
+            conf.seconds(where.format("timeout"), options["timeout"])
+        if options["on_crash"] is not None:
+            conf.validate_on_crash(where.format("on_crash"), options["on_crash"])
+        if options["backoff"] is not None:
+            options["backoff"] = conf.validate_backoff(where.format("backoff"), options["backoff"])
+    except ImproperlyConfigured as exc:
+        raise ValueError(str(exc)) from None
+    return TaskOptions(**options)
+
+
+def register(t: Task[Any, Any]) -> Task[Any, Any]:
+    existing = _registry.get(t.name)
+    same_function = existing is not None and (
+        existing.func.__module__,
+        existing.func.__qualname__,
+    ) == (t.func.__module__, t.func.__qualname__)
+    if existing is not None and not same_function:
+        raise ImproperlyConfigured(
+            f"Two tasks are named {t.name!r}: {existing.func.__module__}."
+            f"{existing.func.__qualname__} and {t.func.__module__}.{t.func.__qualname__}. "
+            "Give one of them another name=."
+        )
+    _registry[t.name] = t
+    return t
+
+
+def get(name: str) -> Task[Any, Any] | None:
+    return _registry.get(name)
+
+
+def registered_names() -> list[str]:
+    return sorted(_registry)
+
+
+def discover() -> list[str]:
+    """Import every installed app's ``tasks`` module and ``JOBQUEUE["TASK_MODULES"]``."""
+    autodiscover_modules("tasks")
+    for module in conf.get().task_modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ImproperlyConfigured(
+                f'JOBQUEUE["TASK_MODULES"] names {module!r}, which cannot be imported: {exc}'
+            ) from exc
+    return registered_names()

@@ -1,0 +1,274 @@
+"""One worker, in this process: outcomes, retries with backoff, fencing, timeouts, steps."""
+
+import datetime as dt
+import logging
+import threading
+
+import pytest
+from django.utils import timezone
+
+from jobqueue.models import Job
+from jobqueue.runtime.worker import EXIT_OK, EXIT_STUCK, Worker
+from tests.conftest import wait_for
+from tests.factories import JobFactory
+from tests.testapp import tasks
+from tests.testapp.models import Execution
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run_burst(**kwargs) -> int:
+    """Run a worker until nothing is due and nothing is running."""
+    return Worker(burst=True, **kwargs).run()
+
+
+def make_due(job):
+    Job.objects.filter(pk=job.pk).update(run_at=timezone.now())
+
+
+def test_success_stores_the_result():
+    job = tasks.add.enqueue(2, 3)
+    assert run_burst() == EXIT_OK
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.result, row.attempts, row.errors) == ("succeeded", 5, 1, [])
+    assert row.finished_at >= row.started_at >= row.enqueued_at
+
+
+def test_failing_task_retries_with_backoff_then_fails_with_every_error():
+    job = tasks.always_fails.enqueue()
+    delays = []
+    for attempt in (1, 2, 3):
+        run_burst()
+        row = Job.objects.get(pk=job.pk)
+        assert row.attempts == attempt and len(row.errors) == attempt
+        if attempt < 3:
+            assert row.status == "pending"
+            # run_at and updated_at are written by the same statement from the same clock.
+            delays.append((row.run_at - row.updated_at).total_seconds())
+            make_due(job)
+    assert delays == [1.0, 5.0]  # first 1 s, factor 5
+    row = Job.objects.get(pk=job.pk)
+    assert row.status == "failed" and row.finished_at is not None
+    assert [e["attempt"] for e in row.errors] == [1, 2, 3]
+    assert all(e["type"] == "ValueError" for e in row.errors)
+    assert [e["message"] for e in row.errors] == [f"broken on attempt {n}" for n in (1, 2, 3)]
+    assert 'raise ValueError(f"broken on attempt {ctx.attempt}")' in row.errors[0]["traceback"]
+    assert all(e["worker"] and e["at"] for e in row.errors)
+    assert row.last_error == "ValueError: broken on attempt 3"
+    assert Execution.objects.filter(label="always_fails").count() == 3
+
+
+def test_backoff_is_capped():
+    from jobqueue import tasks as registry
+
+    t = registry.task(lambda: None, name="capped", backoff=(2, 10, 60))
+    assert [t.backoff_delay(n) for n in (1, 2, 3, 4)] == [2, 20, 60, 60]
+    t = registry.task(lambda: None, name="custom", backoff=lambda attempt: attempt * 7)
+    assert t.backoff_delay(3) == 21
+
+
+def test_permanent_error_fails_at_once():
+    job = tasks.permanent.enqueue()
+    run_burst()
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.attempts, len(row.errors)) == ("failed", 1, 1)
+    assert row.last_error == "jobqueue.exceptions.PermanentError: the card was declined"
+
+
+def test_snooze_does_not_count_the_attempt():
+    job = tasks.snoozes_once.enqueue()
+    run_burst()
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.attempts, row.errors) == ("pending", 0, [])
+    assert (row.run_at - row.updated_at).total_seconds() == 30
+    make_due(job)
+    run_burst()
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.attempts, row.result) == ("succeeded", 1, "woke")
+
+
+def test_a_job_no_worker_registered_stays_pending_untouched():
+    job = JobFactory(task_name="app.tasks.deployed_tomorrow")
+    tasks.add.enqueue(1, 1)
+    run_burst()
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.attempts, row.worker, row.token) == ("pending", 0, None, None)
+
+
+def test_replaced_token_discards_the_outcome(caplog):
+    job = tasks.replace_token.enqueue()
+    with caplog.at_level(logging.WARNING, logger="jobqueue"):
+        run_burst()
+    row = Job.objects.get(pk=job.pk)
+    assert row.result is None and row.status == "running" and row.token == "f" * 32
+    assert f"outcome discarded: job {job.pk}" in caplog.text
+
+
+def test_a_result_that_is_not_json_fails_the_attempt():
+    job = tasks.returns_object.enqueue()
+    run_burst()
+    row = Job.objects.get(pk=job.pk)
+    assert row.status == "pending" and row.errors[0]["type"] == "TypeError"
+    assert "not JSON" in row.errors[0]["message"]
+
+
+def test_async_handler():
+    job = tasks.async_add.enqueue(20, 22)
+    run_burst()
+    assert Job.objects.get(pk=job.pk).result == 42
+
+
+def test_timeout_fails_the_attempt_and_frees_the_slot():
+    stuck = tasks.sleeps_past_timeout.enqueue(seconds=4)
+    quick = [tasks.add.enqueue(i, i) for i in range(3)]
+    assert run_burst(concurrency=1) == EXIT_OK
+    row = Job.objects.get(pk=stuck.pk)
+    assert row.status == "pending" and row.attempts == 1
+    assert row.errors[0]["type"] == "jobqueue.runtime.attempt.AttemptTimeout"
+    assert "timed out after 1 s" in row.errors[0]["message"]
+    assert "time.sleep(seconds)" in row.errors[0]["traceback"]  # where it was stuck
+    # The one slot served the other jobs while the stuck handler was still sleeping.
+    assert all(Job.objects.get(pk=j.pk).status == "succeeded" for j in quick)
+    assert not Execution.objects.filter(label="sleeps_past_timeout:end").exists()
+    # When it finally returns, its outcome is refused by the fence and nothing changes.
+    wait_for(
+        lambda: Execution.objects.filter(label="sleeps_past_timeout:end").exists(),
+        timeout=10,
+        message="the stuck handler to return",
+    )
+    assert Job.objects.get(pk=stuck.pk).status == "pending"
+
+
+def test_stuck_handlers_piling_up_stop_the_worker():
+    for _ in range(2):
+        tasks.sleeps_past_timeout.enqueue(seconds=4)
+    # Two handlers stuck past their timeout, one slot: more stuck threads than slots.
+    assert run_burst(concurrency=1) == EXIT_STUCK
+    wait_for(
+        lambda: Execution.objects.filter(label="sleeps_past_timeout:end").count() == 2,
+        timeout=10,
+        message="the stuck handlers to return",
+    )
+
+
+def test_async_handler_is_cancelled_at_its_timeout():
+    job = tasks.async_sleeps_past_timeout.enqueue(seconds=30)
+    run_burst()
+    row = Job.objects.get(pk=job.pk)
+    assert row.status == "pending" and "timed out after 1 s" in row.last_error
+    assert Execution.objects.filter(label="async:cancelled").count() == 1
+
+
+def test_max_jobs_stops_the_worker():
+    for i in range(5):
+        tasks.add.enqueue(i, i)
+    Worker(concurrency=1, max_jobs=2).run()
+    assert Job.objects.filter(status="succeeded").count() == 2
+
+
+def test_steps_are_reused_by_a_later_attempt(tmp_path):
+    gate = tmp_path / "gate"
+    gate.touch()
+    job = tasks.two_steps.enqueue(str(gate))
+    # An earlier attempt finished "first" and then died: its step result is on the row.
+    Job.objects.filter(pk=job.pk).update(steps={"first": 1})
+    run_burst()
+    row = Job.objects.get(pk=job.pk)
+    assert row.result == 3 and row.steps == {"first": 1, "second": 2}
+    assert list(Execution.objects.values_list("label", flat=True)) == ["second"]
+
+
+def test_stop_hands_back_unfinished_jobs_at_once(tmp_path):
+    gate = tmp_path / "gate"
+    job = tasks.block_until.enqueue(str(gate))
+    worker = Worker(shutdown_timeout=0.3)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    wait_for(lambda: Execution.objects.filter(label="block:start").exists(), message="start")
+    worker.stop()
+    thread.join(10)
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.attempts, row.crashes) == ("pending", 0, 1)
+    assert "shut down before the job finished" in row.last_error
+    # The abandoned handler thread finishes later; its outcome is refused by the fence.
+    gate.touch()
+    wait_for(lambda: Execution.objects.filter(label="block:end").exists(), message="end")
+    assert Job.objects.get(pk=job.pk).status == "pending"
+
+
+def test_worker_row_lives_while_running(tmp_path):
+    from jobqueue.models import Worker as WorkerRow
+
+    gate = tmp_path / "gate"
+    tasks.block_until.enqueue(str(gate))
+    worker = Worker(pool="default")
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_for(lambda: Execution.objects.filter(label="block:start").exists(), message="start")
+        row = WorkerRow.objects.get()
+        assert (row.id, row.pool, row.concurrency) == (worker.id, "default", 4)
+        assert Job.objects.get().worker == worker.id
+    finally:
+        gate.touch()
+        worker.stop()
+        thread.join(10)
+    assert not WorkerRow.objects.exists()
+    assert Job.objects.get().status == "succeeded"
+
+
+def test_future_jobs_are_left_for_later():
+    job = tasks.add.using(run_at=timezone.now() + dt.timedelta(minutes=5)).enqueue(1, 1)
+    run_burst()
+    assert Job.objects.get(pk=job.pk).status == "pending"
+
+
+def test_max_jobs_claims_no_more_than_it_may_run():
+    jobs = [tasks.add.enqueue(i, i) for i in range(5)]
+    assert Worker(concurrency=4, max_jobs=1).run() == EXIT_OK
+    statuses = [Job.objects.get(pk=j.pk) for j in jobs]
+    assert [(r.status, r.attempts, r.crashes) for r in statuses].count(("succeeded", 1, 0)) == 1
+    assert [(r.status, r.attempts, r.crashes) for r in statuses].count(("pending", 0, 0)) == 4
+
+
+def test_a_broken_backoff_falls_back_to_the_default():
+    job = tasks.broken_backoff.enqueue()
+    run_burst()
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.attempts, row.errors[0]["type"]) == ("pending", 1, "ValueError")
+    assert (row.run_at - row.updated_at).total_seconds() == 1.0  # the default's first delay
+
+
+def test_keyboard_interrupt_in_a_handler_fails_the_attempt():
+    job = tasks.raises_keyboard_interrupt.enqueue()
+    assert run_burst() == EXIT_OK
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.errors[0]["type"]) == ("pending", "KeyboardInterrupt")
+
+
+def test_async_handler_steps_and_row():
+    job = tasks.async_steps.enqueue()
+    run_burst()
+    row = Job.objects.get(pk=job.pk)
+    assert row.result == {"steps": [20, 40], "task": tasks.async_steps.name}
+    assert row.steps == {"fetch": 20, "double": 40}
+
+
+def test_a_retry_wakes_its_own_worker_without_waiting_for_a_poll(settings):
+    settings.JOBQUEUE = {"POLL_INTERVAL": 20}
+    soon = tasks.fails_once.enqueue()  # its retry is due 0.3 s after the failure
+    later = tasks.fails_once_later.enqueue()  # and this one's 1.5 s after
+    worker = Worker()
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        # A poll would come after 20 s or more.
+        wait_for(
+            lambda: Job.objects.filter(status="succeeded").count() == 2,
+            timeout=5,
+            message="both retries to run",
+        )
+    finally:
+        worker.stop()
+        thread.join(10)
+    assert [Job.objects.get(pk=j.pk).attempts for j in (soon, later)] == [2, 2]

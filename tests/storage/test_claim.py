@@ -1,0 +1,148 @@
+"""The claim: one statement, due pending rows only, by priority then run_at, fenced writes."""
+
+import datetime as dt
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from jobqueue import conf
+from jobqueue.exceptions import JobRunAborted
+from jobqueue.models import Job
+from jobqueue.sql import Queries
+from jobqueue.store import Store
+from tests.factories import FinishedJobFactory, JobFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ADD = "tests.testapp.tasks.add"
+
+
+def claim(limit=10, task_names=(ADD,), queues=None, excluded=()):
+    return Store().claim(
+        worker="w1", task_names=list(task_names), queues=queues, excluded=excluded, limit=limit
+    )
+
+
+def test_priority_first_then_run_at():
+    now = timezone.now()
+    low_old = JobFactory(priority=0, run_at=now - dt.timedelta(minutes=5))
+    high_new = JobFactory(priority=10, run_at=now - dt.timedelta(seconds=1))
+    low_new = JobFactory(priority=0, run_at=now - dt.timedelta(minutes=1))
+    negative = JobFactory(priority=-5, run_at=now - dt.timedelta(hours=1))
+    JobFactory(priority=100, run_at=now + dt.timedelta(minutes=1))  # not due
+    order = [claim(limit=1)[0].id for _ in range(4)]
+    assert order == [high_new.id, low_old.id, low_new.id, negative.id]
+    assert claim() == []
+
+
+def test_claim_writes_token_lease_worker_attempt_and_started_at():
+    job = JobFactory()
+    before = timezone.now()
+    [claimed] = claim()
+    row = Job.objects.get(pk=job.pk)
+    assert row.status == "running" and row.attempts == 1 == claimed.attempt
+    assert row.worker == "w1" and row.token == claimed.token and len(row.token) == 32
+    lease = conf.get().lease
+    assert row.lease_until - row.started_at == dt.timedelta(seconds=lease) or (
+        abs((row.lease_until - row.started_at).total_seconds() - lease) < 0.01
+    )
+    assert row.started_at >= before - dt.timedelta(seconds=1)
+    assert claimed.args == [1, 2] and claimed.kwargs == {}
+
+
+def test_claim_takes_up_to_the_limit_in_one_statement():
+    JobFactory.create_batch(7)
+    with CaptureQueriesContext(connection) as queries:
+        claimed = claim(limit=5)
+    assert len(claimed) == 5
+    assert len(queries.captured_queries) == 1
+    assert len({c.token for c in claimed}) == 5
+
+
+def test_only_registered_task_names_are_claimed():
+    unknown = JobFactory(task_name="someone.elses.task")
+    known = JobFactory()
+    assert [c.id for c in claim()] == [known.id]
+    row = Job.objects.get(pk=unknown.pk)
+    assert (row.status, row.attempts) == ("pending", 0)
+
+
+def test_queue_selection_and_exclusion():
+    emails = JobFactory(queue="emails")
+    feeds = JobFactory(queue="feeds")
+    default = JobFactory(queue="default")
+    assert [c.id for c in claim(queues=("emails",))] == [emails.id]
+    assert [c.id for c in claim(excluded=("feeds",))] == [default.id]
+    assert [c.id for c in claim()] == [feeds.id]
+
+
+def test_finished_rows_are_never_claimed():
+    FinishedJobFactory.create_batch(3)
+    JobFactory(status="failed")
+    JobFactory(status="abandoned")
+    assert claim() == []
+
+
+def test_fenced_write_refused_when_token_changed():
+    JobFactory()
+    [job] = claim()
+    Job.objects.filter(pk=job.id).update(token="0" * 32)
+    with pytest.raises(JobRunAborted, match="no longer owns the job"):
+        Store().succeed(job, "late", worker="w1")
+    assert Job.objects.get(pk=job.id).status == "running"
+    assert Job.objects.get(pk=job.id).result is None
+
+
+def test_fenced_write_refused_inside_the_safety_buffer():
+    JobFactory()
+    [job] = claim()
+    buffer = conf.get().safety_buffer
+    Job.objects.filter(pk=job.id).update(
+        lease_until=timezone.now() + dt.timedelta(seconds=buffer / 2)
+    )
+    with pytest.raises(JobRunAborted):
+        Store().succeed(job, "late", worker="w1")
+
+
+def test_fenced_write_accepted_with_the_lease_held():
+    JobFactory()
+    [job] = claim()
+    Store().succeed(job, {"ok": True}, worker="w1")
+    row = Job.objects.get(pk=job.id)
+    assert (row.status, row.result, row.lease_until) == ("succeeded", {"ok": True}, None)
+    assert row.finished_at is not None
+    with pytest.raises(JobRunAborted):  # a second outcome for the same attempt
+        Store().fail(job, {"type": "X", "message": "late"}, worker="w1")
+
+
+def _plan(sql, params):
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("ANALYZE jobqueue_job")
+            cursor.execute("EXPLAIN " + sql, params)
+        else:
+            cursor.execute("ANALYZE")
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        return "\n".join(" ".join(map(str, row)) for row in cursor.fetchall())
+
+
+def test_claim_uses_the_partial_index_with_many_finished_rows():
+    FinishedJobFactory._meta.model.objects.bulk_create(
+        [Job(task_name=ADD, status="succeeded", finished_at=timezone.now()) for _ in range(20_000)]
+    )
+    JobFactory.create_batch(20)
+    q = Queries("default")
+    params = {
+        "worker": "w1",
+        "task_names": q.names([ADD]),
+        "all_queues": True,
+        "queues": q.names([]),
+        "excluded": q.names([]),
+        "limit": 4,
+        "lease": 300,
+        **q.clock(lease_until=300),
+    }
+    plan = _plan(q.statements["claim"], params)
+    assert "jobqueue_job_claim" in plan, plan

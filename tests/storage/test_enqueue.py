@@ -1,0 +1,210 @@
+"""Enqueue: transactional, validated at the call, idempotent, and bulk in one statement."""
+
+import datetime as dt
+import select
+
+import psycopg
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from jobqueue.enqueue import NOTIFY_CHANNEL
+from jobqueue.models import Job
+from jobqueue.store import Store
+from jobqueue.tasks import Call
+from tests.testapp import tasks
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def claim_all(limit=100, **kwargs):
+    from jobqueue import tasks as registry
+
+    registry.discover()
+    return Store().claim(
+        worker="test", task_names=registry.registered_names(), queues=None, limit=limit, **kwargs
+    )
+
+
+def test_enqueue_returns_the_saved_job():
+    job = tasks.add.enqueue(2, b=3)
+    row = Job.objects.get(pk=job.pk)
+    assert (row.task_name, row.args, row.kwargs) == ("tests.testapp.tasks.add", [2], {"b": 3})
+    assert row.status == job.status == "pending"
+    assert row.queue == job.queue == "default"
+    assert row.attempts == 0 and row.max_attempts == 3
+    assert row.run_at == job.run_at and row.enqueued_at == job.enqueued_at
+
+
+def test_rollback_leaves_no_row():
+    with pytest.raises(RuntimeError), transaction.atomic():
+        tasks.add.enqueue(1, 2)
+        assert Job.objects.count() == 1  # visible inside the transaction only
+        raise RuntimeError("the view failed")
+    assert Job.objects.count() == 0
+    assert claim_all() == []
+
+
+def test_commit_makes_it_claimable():
+    with transaction.atomic():
+        job = tasks.add.enqueue(1, 2)
+    claimed = claim_all()
+    assert [c.id for c in claimed] == [job.pk]
+
+
+def _listen(vendor_settings):
+    conn = psycopg.connect(
+        dbname=vendor_settings["NAME"],
+        user=vendor_settings["USER"],
+        host=vendor_settings["HOST"] or None,
+        port=vendor_settings["PORT"] or None,
+        password=vendor_settings["PASSWORD"] or None,
+        autocommit=True,
+    )
+    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+    return conn
+
+
+def _notifications(conn, wait=0.3):
+    select.select([conn.fileno()], [], [], wait)
+    return [(n.channel, n.payload) for n in conn.notifies(timeout=0.05, stop_after=100)]
+
+
+def test_notify_fires_at_commit_only(postgresql_only):
+    listener = _listen(connection.settings_dict)
+    try:
+        with transaction.atomic():
+            tasks.send_email.enqueue("ada@example.com")
+            assert _notifications(listener) == []  # not before the commit
+        assert _notifications(listener) == [(NOTIFY_CHANNEL, "emails")]
+
+        with pytest.raises(RuntimeError), transaction.atomic():
+            tasks.send_email.enqueue("bob@example.com")
+            raise RuntimeError
+        assert _notifications(listener) == []  # a rollback wakes nobody
+    finally:
+        listener.close()
+
+
+def test_unfinished_duplicate_key_returns_none_and_writes_nothing():
+    first = tasks.add.using(idempotency_key="sum:1").enqueue(1, 1)
+    assert first is not None
+    assert tasks.add.using(idempotency_key="sum:1").enqueue(9, 9) is None
+    assert list(Job.objects.values_list("args", flat=True)) == [[1, 1]]
+
+    # Running still holds the key.
+    claim_all()
+    assert tasks.add.using(idempotency_key="sum:1").enqueue(9, 9) is None
+
+
+def test_a_finished_job_frees_its_key():
+    first = tasks.add.using(idempotency_key="sum:2").enqueue(1, 1)
+    Job.objects.filter(pk=first.pk).update(status="succeeded", finished_at=timezone.now())
+    again = tasks.add.using(idempotency_key="sum:2").enqueue(1, 1)
+    assert again is not None and again.pk != first.pk
+    Job.objects.filter(pk=again.pk).update(status="failed", finished_at=timezone.now())
+    assert tasks.add.using(idempotency_key="sum:2").enqueue(1, 1) is not None
+
+
+def test_duplicate_key_inside_one_transaction_and_after_rollback():
+    with transaction.atomic():
+        assert tasks.add.using(idempotency_key="k").enqueue(1, 1) is not None
+        assert tasks.add.using(idempotency_key="k").enqueue(1, 1) is None
+    with pytest.raises(RuntimeError), transaction.atomic():
+        tasks.add.using(idempotency_key="rolled-back").enqueue(1, 1)
+        raise RuntimeError
+    assert tasks.add.using(idempotency_key="rolled-back").enqueue(1, 1) is not None
+
+
+def test_enqueue_many_is_one_statement_and_reports_duplicates():
+    tasks.add.using(idempotency_key="held").enqueue(0, 0)
+    calls = [
+        (1, 2),
+        {"a": 3, "b": 4},
+        Call((5, 6), idempotency_key="held"),
+        Call((7, 8), idempotency_key="new"),
+        Call((9, 9), idempotency_key="new"),
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        jobs = tasks.add.enqueue_many(calls)
+    inserts = [q for q in queries.captured_queries if "INSERT INTO" in q["sql"]]
+    assert len(inserts) == 1
+    assert [job is None for job in jobs] == [False, False, True, False, True]
+    assert Job.objects.get(pk=jobs[1].pk).kwargs == {"a": 3, "b": 4}
+    assert Job.objects.get(pk=jobs[3].pk).idempotency_key == "new"
+    assert Job.objects.count() == 4
+
+
+def test_enqueue_many_of_ten_thousand_rows():
+    jobs = tasks.add.enqueue_many((i, i) for i in range(10_000))
+    assert len(jobs) == 10_000 and all(jobs)
+    assert Job.objects.count() == 10_000
+    assert Job.objects.get(pk=jobs[-1].pk).args == [9999, 9999]
+
+
+def test_using_sets_queue_priority_attempts_and_time():
+    at = timezone.now() + dt.timedelta(hours=1)
+    job = tasks.add.using(queue="math", priority=7, max_attempts=9, run_at=at).enqueue(1, 1)
+    row = Job.objects.get(pk=job.pk)
+    assert (row.queue, row.priority, row.max_attempts, row.run_at) == ("math", 7, 9, at)
+
+    before = timezone.now()
+    delayed = Job.objects.get(pk=tasks.add.using(delay=60).enqueue(1, 1).pk)
+    assert (
+        before + dt.timedelta(seconds=60)
+        <= delayed.run_at
+        <= timezone.now() + dt.timedelta(seconds=60)
+    )
+    assert claim_all() == []  # neither is due
+
+
+def test_using_chains_and_a_later_delay_replaces_run_at():
+    at = timezone.now() + dt.timedelta(days=1)
+    bound = tasks.add.using(run_at=at, queue="math").using(delay=0, priority=5)
+    job = bound.enqueue(1, 1)
+    assert (job.queue, job.priority) == ("math", 5)
+    assert job.run_at <= timezone.now()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: tasks.add.enqueue(1, timezone.now()), "argument 'b'"),
+        (lambda: tasks.add.enqueue({"x": {1, 2}}, 1), "argument 'a'['x']"),
+        (lambda: tasks.add.enqueue({1: "int key"}, 1), "dict key 1 is a int"),
+        (lambda: tasks.add.enqueue(float("nan"), 1), "argument 'a'"),
+        (lambda: tasks.echo.enqueue(value=object()), "argument 'value'"),
+        (lambda: tasks.add.enqueue(1), "missing a required argument: 'b'"),
+        (lambda: tasks.add.enqueue(1, 2, 3), "too many positional arguments"),
+        (lambda: tasks.add.enqueue_many([(1, 2), (1, b"x")]), "argument 'b'"),
+    ],
+)
+def test_bad_arguments_raise_type_error_at_enqueue(call, message):
+    with pytest.raises(TypeError) as excinfo:
+        call()
+    assert message in str(excinfo.value)
+    assert Job.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"priority": 101}, ValueError, "priority must be from -100 to 100"),
+        ({"priority": "high"}, TypeError, "priority must be a whole number"),
+        ({"max_attempts": 0}, ValueError, "max_attempts"),
+        ({"delay": -1}, ValueError, "delay"),
+        ({"run_at": dt.datetime(2030, 1, 1)}, ValueError, "timezone-aware"),
+        ({"delay": 1, "run_at": timezone.now()}, TypeError, "not both"),
+        ({"idempotency_key": ""}, TypeError, "idempotency_key"),
+        ({"queue": ""}, TypeError, "queue"),
+    ],
+)
+def test_bad_options_fail_at_using(options, error, message):
+    with pytest.raises(error, match=message):
+        tasks.add.using(**options)
+
+
+def test_calling_a_task_runs_it_here():
+    assert tasks.add(2, 3) == 5
+    assert Job.objects.count() == 0

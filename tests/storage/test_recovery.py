@@ -1,0 +1,137 @@
+"""Crash recovery and retention in the store: one guarded statement each."""
+
+import datetime as dt
+import threading
+
+import pytest
+from django.db import connections
+from django.utils import timezone
+
+from jobqueue.models import Job
+from jobqueue.models import Worker as WorkerRow
+from jobqueue.runtime.attempt import Attempt
+from jobqueue.runtime.lease import Heartbeat
+from jobqueue.store import Store
+from tests.factories import FinishedJobFactory, JobFactory
+from tests.testapp import tasks
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def expired_running(n=1, **kwargs):
+    past = timezone.now() - dt.timedelta(seconds=5)
+    return JobFactory.create_batch(
+        n,
+        status="running",
+        attempts=1,
+        token="a" * 32,
+        worker="gone:1:x",
+        lease_until=past,
+        started_at=past,
+        **kwargs,
+    )
+
+
+def test_expired_lease_returns_the_job_without_spending_an_attempt():
+    WorkerRow.objects.create(
+        id="gone:1:x",
+        hostname="web-3",
+        pid=4242,
+        pool="default",
+        concurrency=4,
+        last_heartbeat=timezone.now() - dt.timedelta(hours=1),
+    )
+    [job] = expired_running()
+    [(job_id, _, status)] = Store().rescue_expired()
+    row = Job.objects.get(pk=job.pk)
+    assert (job_id, status) == (job.pk, "pending")
+    assert (row.status, row.attempts, row.crashes, row.token, row.worker) == (
+        "pending",
+        0,
+        1,
+        None,
+        None,
+    )
+    assert "host web-3, pid 4242, last heartbeat" in row.last_error
+    assert "crash 1 of at most 3" in row.last_error
+    assert row.errors[-1]["type"] == "WorkerLost" and row.errors[-1]["attempt"] == 1
+    assert dt.datetime.fromisoformat(row.errors[-1]["at"]).utcoffset() == dt.timedelta(0)
+    assert Store().reap_workers() == 1
+
+
+def test_a_live_lease_is_left_alone():
+    job = JobFactory(
+        status="running", token="b" * 32, lease_until=timezone.now() + dt.timedelta(minutes=1)
+    )
+    assert Store().rescue_expired() == []
+    assert Job.objects.get(pk=job.pk).status == "running"
+
+
+def test_park_policy_and_the_crash_limit_abandon():
+    [parked] = expired_running(on_crash="park")
+    [last_chance] = expired_running(crashes=2)
+    Store().rescue_expired()
+    for job, reason in [(parked, 'on_crash="park"'), (last_chance, "after 3 crashes")]:
+        row = Job.objects.get(pk=job.pk)
+        assert row.status == "abandoned" and reason in row.last_error
+        assert row.finished_at is not None and row.worker == "gone:1:x"
+
+
+def test_an_abandoned_job_frees_its_idempotency_key():
+    expired_running(on_crash="park", idempotency_key="pay:1")
+    Store().rescue_expired()
+    assert tasks.add.using(idempotency_key="pay:1").enqueue(1, 1) is not None
+
+
+def test_two_rescuers_at_once_apply_the_policy_once():
+    jobs = expired_running(300)
+    barrier = threading.Barrier(2)
+    results = []
+
+    def rescue():
+        try:
+            barrier.wait()
+            results.append(Store().rescue_expired())
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=rescue) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sum(len(r) for r in results) == len(jobs)
+    assert set(Job.objects.values_list("crashes", flat=True)) == {1}
+    assert set(Job.objects.values_list("status", flat=True)) == {"pending"}
+
+
+def test_heartbeat_renews_held_leases_and_flags_lost_ones():
+    JobFactory.create_batch(2)
+    store = Store()
+    held = store.claim(worker="w", task_names=[tasks.add.name], queues=None, limit=2)
+    attempts = [Attempt(job=j, task=tasks.add) for j in held]
+    Job.objects.filter(pk=held[0].id).update(lease_until=timezone.now() + dt.timedelta(seconds=40))
+    Job.objects.filter(pk=held[1].id).update(token="c" * 32)  # someone else owns it now
+    beat = Heartbeat(
+        store=store, worker="w", held=lambda: attempts, register=lambda: None, interval=100
+    )
+    beat.beat()
+    assert Job.objects.get(pk=held[0].id).lease_until > timezone.now() + dt.timedelta(seconds=250)
+    assert not attempts[0].cancelled.is_set()
+    assert attempts[1].cancelled.is_set()
+
+
+def test_prune_deletes_old_finished_rows_in_batches(settings):
+    settings.JOBQUEUE = {"RETENTION": {"succeeded": 3600, "failed": None}}
+    old = timezone.now() - dt.timedelta(hours=2)
+    Job.objects.bulk_create(
+        [Job(task_name="x", status="succeeded", finished_at=old) for _ in range(2500)]
+    )
+    keep = [
+        FinishedJobFactory(),  # recent
+        FinishedJobFactory(status="failed", finished_at=old),  # failed: kept forever here
+        JobFactory(status="abandoned", finished_at=old),  # waits for an operator, never pruned
+        JobFactory(),
+    ]
+    assert Store().prune() == {"succeeded": 2500, "discarded": 0}
+    assert sorted(Job.objects.values_list("pk", flat=True)) == sorted(j.pk for j in keep)

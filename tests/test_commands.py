@@ -1,0 +1,117 @@
+"""The management commands: thin argument parsing over the runtime and the store."""
+
+import datetime as dt
+import os
+import subprocess
+import sys
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from jobqueue.models import Job
+from jobqueue.models import Worker as WorkerRow
+from tests.conftest import REPO
+from tests.factories import FinishedJobFactory, JobFactory
+from tests.testapp import tasks
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run(*args):
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def test_runjobs_burst_runs_what_is_due():
+    job = tasks.add.enqueue(4, 5)
+    run("runjobs", "--burst", "--concurrency", "2")
+    assert Job.objects.get(pk=job.pk).result == 9
+
+
+def test_runjobs_queue_option_limits_what_it_claims():
+    email = tasks.send_email.enqueue("ada@example.com")
+    other = tasks.add.enqueue(1, 1)
+    run("runjobs", "--burst", "--queue", "emails")
+    assert Job.objects.get(pk=email.pk).status == "succeeded"
+    assert Job.objects.get(pk=other.pk).status == "pending"
+    run("runjobs", "--burst", "--exclude-queue", "default")
+    assert Job.objects.get(pk=other.pk).status == "pending"
+
+
+def test_runjobs_rejects_an_unknown_pool():
+    with pytest.raises(CommandError, match="--pool 'fast' is not in"):
+        run("runjobs", "--pool", "fast")
+
+
+@pytest.mark.parametrize("args", [["--concurrency", "0"], ["--shutdown-timeout", "-1"]])
+def test_runjobs_rejects_bad_numbers(args):
+    with pytest.raises(CommandError, match="expected"):
+        call_command("runjobs", *args)
+
+
+def test_runjobs_refuses_to_serve_no_queue():
+    with pytest.raises(CommandError, match="would serve no queue"):
+        run("runjobs", "--queue", "a", "--exclude-queue", "a")
+
+
+def test_jobs_queues_counts_by_queue_and_status():
+    JobFactory.create_batch(2, queue="emails")
+    FinishedJobFactory(queue="emails")
+    JobFactory(queue="feeds", status="failed")
+    lines = run("jobs", "queues").splitlines()
+    assert lines[0].split() == [
+        "queue",
+        "pending",
+        "running",
+        "succeeded",
+        "failed",
+        "abandoned",
+        "discarded",
+    ]
+    assert lines[1].split() == ["emails", "2", "0", "1", "0", "0", "0"]
+    assert lines[2].split() == ["feeds", "0", "0", "0", "1", "0", "0"]
+
+
+def test_jobs_workers_lists_live_workers_with_jobs_held():
+    assert run("jobs", "workers").strip() == "(no live workers)"
+    WorkerRow.objects.create(
+        id="web-1:10:abc",
+        hostname="web-1",
+        pid=10,
+        pool="default",
+        queues={"queues": None, "excluded": ["feeds"]},
+        concurrency=4,
+    )
+    JobFactory(status="running", worker="web-1:10:abc", token="x" * 32)
+    out = run("jobs", "workers")
+    assert "web-1:10:abc  pool=default  queues=* except feeds  concurrency=4  held=1" in out
+
+
+def test_jobs_prune(settings):
+    settings.JOBQUEUE = {"RETENTION": {"succeeded": 60}}
+    FinishedJobFactory(finished_at=timezone.now() - dt.timedelta(minutes=5))
+    FinishedJobFactory()
+    assert run("jobs", "prune").strip() == "pruned 1 job(s): 1 succeeded"
+    assert Job.objects.count() == 1
+
+
+@pytest.mark.process
+def test_the_readme_demo_runs_on_a_fresh_sqlite_file(tmp_path):
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}"}
+    result = subprocess.run(
+        [sys.executable, str(REPO / "testproject" / "manage.py"), "demo"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "shop.tasks.send_order_confirmation: succeeded, 1 attempt(s)" in out
+    assert "shop.tasks.call_payment_webhook: succeeded, 3 attempt(s)" in out
+    assert "shop.tasks.import_broken_feed: failed, 3 attempt(s)" in out
+    assert "shop.tasks.rebuild_feed: succeeded, 1 attempt(s)" in out

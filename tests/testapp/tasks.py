@@ -1,0 +1,197 @@
+"""Handlers the tests enqueue. Side effects go to the Execution table, never to memory."""
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+from django.db import connection, transaction
+
+from jobqueue import PermanentError, Snooze, task
+from tests.testapp.models import Execution
+
+
+def record(label, ctx=None):
+    Execution.objects.create(
+        label=label,
+        job_id=ctx.job_id if ctx else None,
+        attempt=ctx.attempt if ctx else None,
+        pid=os.getpid(),
+    )
+
+
+def wait_for_file(path, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not Path(path).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.02)
+
+
+@task(takes_context=True)
+def noop(ctx, label="noop"):
+    record(label, ctx)
+    return label
+
+
+@task
+def add(a, b):
+    return a + b
+
+
+@task(name="tests.echo")
+def echo(value):
+    return value
+
+
+@task(max_attempts=3, backoff=(1, 5, 3600), takes_context=True)
+def always_fails(ctx):
+    record("always_fails", ctx)
+    raise ValueError(f"broken on attempt {ctx.attempt}")
+
+
+@task(max_attempts=5, takes_context=True)
+def permanent(ctx):
+    record("permanent", ctx)
+    raise PermanentError("the card was declined")
+
+
+@task(takes_context=True)
+def snoozes_once(ctx):
+    record("snoozes_once", ctx)
+    if not ctx.job.steps.get("snoozed"):
+        ctx.step("snoozed", lambda: True)
+        raise Snooze(30)
+    return "woke"
+
+
+@task(takes_context=True)
+def slow(ctx, seconds, label="slow"):
+    record(f"{label}:start", ctx)
+    time.sleep(seconds)
+    record(f"{label}:end", ctx)
+    return label
+
+
+@task(takes_context=True)
+def block_until(ctx, path, label="block"):
+    """Record a start, then wait until the test creates ``path``."""
+    record(f"{label}:start", ctx)
+    wait_for_file(path)
+    record(f"{label}:end", ctx)
+    return f"{label} done by {os.getpid()}"
+
+
+@task(takes_context=True, on_crash="park")
+def park_block_until(ctx, path, label="park"):
+    record(f"{label}:start", ctx)
+    wait_for_file(path)
+    return label
+
+
+@task(takes_context=True)
+def kill_self(ctx):
+    record("kill_self", ctx)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@task(takes_context=True)
+def two_steps(ctx, path):
+    first = ctx.step("first", lambda: record("first", ctx) or 1)
+    wait_for_file(path)
+    second = ctx.step("second", lambda: record("second", ctx) or 2)
+    return first + second
+
+
+@task(takes_context=True, timeout=1)
+def sleeps_past_timeout(ctx, seconds=5):
+    record("sleeps_past_timeout:start", ctx)
+    time.sleep(seconds)
+    record("sleeps_past_timeout:end", ctx)
+
+
+@task(takes_context=True, timeout=1)
+async def async_sleeps_past_timeout(ctx, seconds=5):
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        await asyncio.to_thread(record, "async:cancelled", ctx)
+        raise
+
+
+@task(takes_context=True)
+async def async_add(ctx, a, b):
+    return a + b
+
+
+@task(takes_context=True)
+def replace_token(ctx):
+    """Simulate another worker taking over: change this job's token mid-handler."""
+    from jobqueue.models import Job
+
+    Job.objects.filter(pk=ctx.job_id).update(token="f" * 32)
+    return "should never be stored"
+
+
+@task(takes_context=True)
+def hold_transaction(ctx, seconds):
+    """Hold a transaction open on the handler's own connection for ``seconds``."""
+    with transaction.atomic():
+        record("hold_transaction", ctx)
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                cursor.execute("SELECT pg_sleep(%s)", [seconds])
+            else:
+                time.sleep(seconds)
+    return "held"
+
+
+@task
+def returns_object():
+    return object()
+
+
+@task(queue="emails", priority=0)
+def send_email(to):
+    return to
+
+
+@task(takes_context=True, backoff=(0.3, 1, 1))
+def fails_once(ctx):
+    record("fails_once", ctx)
+    if ctx.attempt == 1:
+        raise ConnectionError("first try fails")
+    return "second try"
+
+
+def _broken_backoff(attempt):
+    raise ZeroDivisionError("bad backoff")
+
+
+@task(takes_context=True, backoff=_broken_backoff)
+def broken_backoff(ctx):
+    raise ValueError("handler failed")
+
+
+@task
+def raises_keyboard_interrupt():
+    raise KeyboardInterrupt
+
+
+@task(takes_context=True)
+async def async_steps(ctx):
+    async def fetch():
+        return 20
+
+    first = await ctx.astep("fetch", fetch)
+    second = await ctx.astep("double", lambda: first * 2)
+    job = await ctx.ajob()
+    return {"steps": [first, second], "task": job.task_name}
+
+
+@task(takes_context=True, backoff=(1.5, 1, 1.5))
+def fails_once_later(ctx):
+    if ctx.attempt == 1:
+        raise ConnectionError("first try fails")
+    return "second try"

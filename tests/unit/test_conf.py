@@ -1,0 +1,93 @@
+"""Settings: typed defaults, and a clear error naming any bad key."""
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from jobqueue import conf
+
+
+def test_defaults_match_the_contract():
+    s = conf.build({})
+    assert (s.lease, s.safety_buffer, s.timeout, s.max_attempts) == (300, 30, 900, 3)
+    assert (s.backoff, s.on_crash, s.max_crashes) == ((1, 5, 3600), "retry", 3)
+    assert (s.shutdown_timeout, s.poll_interval, s.heartbeat_interval) == (10, 2, 100)
+    assert s.retention == {"succeeded": 3 * 86400, "failed": 30 * 86400, "discarded": 30 * 86400}
+    assert s.pools["default"].is_catch_all and s.pools["default"].concurrency == 4
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"LEASE": 0}, 'JOBQUEUE["LEASE"] must be more than zero seconds'),
+        ({"LEASE": "300"}, 'JOBQUEUE["LEASE"] must be a number of seconds'),
+        ({"SAFETY_BUFFER": 250}, 'JOBQUEUE["SAFETY_BUFFER"] (250 s) must be less than two thirds'),
+        ({"MAX_ATTEMPTS": 0}, 'JOBQUEUE["MAX_ATTEMPTS"] must be a whole number of 1 or more'),
+        ({"BACKOFF": (1, 0.5, 10)}, 'JOBQUEUE["BACKOFF"] must be a (first, factor, cap) tuple'),
+        ({"ON_CRASH": "ignore"}, 'JOBQUEUE["ON_CRASH"] must be "retry" or "park"'),
+        ({"LEASES": 10}, 'JOBQUEUE["LEASES"] is not a jobqueue setting. Did you mean "LEASE"?'),
+        ({"RETENTION": {"pending": 10}}, "JOBQUEUE[\"RETENTION\"] has 'pending'"),
+        ({"RETENTION": {"failed": -1}}, 'JOBQUEUE["RETENTION"]["failed"] must be zero or more'),
+        ({"POOLS": {}}, 'JOBQUEUE["POOLS"] must be a non-empty dict'),
+        ({"POOLS": {"a": {"queues": []}}}, 'JOBQUEUE["POOLS"]["a"]["queues"] must be "*"'),
+        ({"POOLS": {"a": {"concurrency": 0}}}, 'JOBQUEUE["POOLS"]["a"]["concurrency"] must be'),
+        ({"POOLS": {"a": {}, "b": {"queues": "*"}}}, "more than one catch-all pool"),
+        ({"ROUTING": {"emails": "fast"}}, 'JOBQUEUE["ROUTING"]["emails"] names pool \'fast\''),
+        ({"TASK_MODULES": "app.jobs"}, 'JOBQUEUE["TASK_MODULES"] must be a list'),
+        ({"TASK_MODULES": None}, 'JOBQUEUE["TASK_MODULES"] must be a list'),
+        ({"SCHEDULES": None}, 'JOBQUEUE["SCHEDULES"] must be a dict'),
+        (
+            {"POOLS": {"a": {"concurency": 8}}},
+            'JOBQUEUE["POOLS"]["a"] has an unknown option "concurency"',
+        ),
+    ],
+)
+def test_bad_settings_name_the_key(raw, message):
+    with pytest.raises(ImproperlyConfigured) as excinfo:
+        conf.build(raw)
+    assert message in str(excinfo.value)
+
+
+def test_none_retention_keeps_rows_forever():
+    assert conf.build({"RETENTION": {"succeeded": None}}).retention["succeeded"] is None
+
+
+def test_settings_follow_override_settings(settings):
+    settings.JOBQUEUE = {"LEASE": 60, "SAFETY_BUFFER": 5}
+    assert conf.get().lease == 60
+    settings.JOBQUEUE = {}
+    assert conf.get().lease == 300
+
+
+def test_system_check_reports_bad_settings(settings):
+    from jobqueue.checks import check_settings
+
+    settings.JOBQUEUE = {"ON_CRASH": "maybe"}
+    [error] = check_settings()
+    assert error.id == "jobqueue.E001" and 'JOBQUEUE["ON_CRASH"]' in error.msg
+
+
+def test_system_check_warns_without_a_catch_all_pool(settings):
+    from jobqueue.checks import check_settings
+
+    settings.JOBQUEUE = {"POOLS": {"fast": {"queues": ["emails"]}}}
+    [warning] = check_settings()
+    assert warning.id == "jobqueue.W002"
+
+
+def test_system_check_warns_about_deferred_sqlite_transactions(settings):
+    from django.db import connections
+
+    from jobqueue.checks import check_database
+
+    conn = connections["default"]
+    if conn.vendor != "sqlite":
+        assert check_database() == []
+        return
+    options = conn.settings_dict["OPTIONS"]
+    saved = options.pop("transaction_mode")
+    try:
+        [warning] = check_database()
+        assert warning.id == "jobqueue.W001"
+    finally:
+        options["transaction_mode"] = saved
+    assert check_database() == []

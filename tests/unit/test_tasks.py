@@ -1,0 +1,85 @@
+"""@task: options validated at import time, names, discovery and the queue selection."""
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from jobqueue import conf, task
+from jobqueue import tasks as registry
+from jobqueue.runtime import queues
+
+
+def test_default_name_is_the_dotted_path_and_name_overrides():
+    from tests.testapp import tasks
+
+    assert tasks.add.name == "tests.testapp.tasks.add"
+    assert tasks.echo.name == "tests.echo"
+    assert registry.get("tests.echo") is tasks.echo
+
+
+def test_effective_options_fall_back_to_settings(settings):
+    t = task(lambda: None, name="t.defaults")
+    settings.JOBQUEUE = {"MAX_ATTEMPTS": 7, "TIMEOUT": 0, "ON_CRASH": "park"}
+    assert (t.max_attempts, t.timeout, t.on_crash) == (7, 0, "park")
+    t2 = task(lambda: None, name="t.own", max_attempts=2, timeout=5, on_crash="retry")
+    assert (t2.max_attempts, t2.timeout, t2.on_crash) == (2, 5, "retry")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"priority": 500}, "priority must be from -100 to 100"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"timeout": -1}, "timeout"),
+        ({"on_crash": "never"}, 'on_crash of t.bad must be "retry" or "park"'),
+        ({"backoff": (1, 2)}, "backoff"),
+        ({"queue": ""}, "queue"),
+    ],
+)
+def test_bad_task_options_fail_at_decoration(options, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        task(lambda: None, name="t.bad", **options)
+
+
+def test_takes_context_needs_a_context_parameter():
+    with pytest.raises(TypeError, match="first parameter must be the context"):
+        task(lambda: None, name="t.noctx", takes_context=True)
+
+
+def test_two_functions_cannot_share_a_name():
+    def one():
+        pass
+
+    def two():
+        pass
+
+    task(one, name="t.same")
+    with pytest.raises(ImproperlyConfigured, match="Two tasks are named 't.same'"):
+        task(two, name="t.same")
+
+
+def test_discovery_imports_installed_apps_and_task_modules(settings):
+    names = registry.discover()
+    assert "shop.tasks.send_order_confirmation" in names
+    assert "tests.testapp.tasks.add" in names
+    settings.JOBQUEUE = {"TASK_MODULES": ["tests.no_such_module"]}
+    with pytest.raises(ImproperlyConfigured, match="tests.no_such_module"):
+        registry.discover()
+
+
+def test_queue_selection_for_pools_routing_and_options():
+    s = conf.build(
+        {
+            "POOLS": {"fast": {"queues": ["emails"]}, "slow": {"queues": "*"}},
+            "ROUTING": {"webhooks": "fast", "reports": "slow"},
+        }
+    )
+    assert queues.select(s, s.pools["fast"]) == (("emails", "webhooks"), ())
+    # The catch-all leaves the fast pool's queues alone.
+    assert queues.select(s, s.pools["slow"]) == (None, ("emails", "webhooks"))
+    # --queue serves that queue even if another pool owns it; --exclude-queue adds.
+    assert queues.select(s, s.pools["slow"], only=["emails"]) == (("emails",), ())
+    assert queues.select(s, s.pools["slow"], exclude=["reports"]) == (
+        None,
+        ("emails", "reports", "webhooks"),
+    )
+    assert queues.owner(s, "anything") == "slow"
