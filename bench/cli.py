@@ -9,7 +9,10 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import environ
 
@@ -19,7 +22,19 @@ URLS = {
     "postgresql": "postgres://postgres@127.0.0.1:5432/jobqueue_bench",
     "sqlite": f"sqlite:///{Path(tempfile.gettempdir()) / 'jobqueue_bench.sqlite3'}",
 }
-WORKLOADS = ("W1", "W2", "W3", "W7")
+T = TypeVar("T")
+ATTEMPTS = 3  # per run of a workload on a system
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W7")
+QUICK = {  # --quick: about 3 minutes
+    "jobs": 2_000,
+    "slow_jobs": 500,
+    "count_jobs": 200,
+    "repeat": 2,
+    "latency_jobs": 50,
+    "idle_seconds": 30.0,
+    "idle_windows": 1,
+    "idle_settle": 5.0,
+}
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -34,17 +49,43 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="the bench database; its tables are dropped, so its name must contain 'bench' "
         f"(default: {', '.join(f'{k}: {v}' for k, v in URLS.items())})",
     )
+    parser.add_argument("--quick", action="store_true", help=f"about 3 minutes: {QUICK}")
     parser.add_argument("--jobs", type=int, default=10_000, help="jobs per W1-W3 run")
+    parser.add_argument(
+        "--slow-jobs", type=int, default=2_000, help="jobs per W3 drain of the slow peers"
+    )
     parser.add_argument("--count-jobs", type=int, default=1_000, help="jobs per W7 run")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each workload")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[4, 16])
-    parser.add_argument("--systems", nargs="+", default=["jobqueue"])
+    parser.add_argument("--latency-jobs", type=int, default=200, help="W4 jobs per run")
+    parser.add_argument("--latency-interval", type=float, default=0.02, help="W4: s apart")
+    parser.add_argument("--idle-seconds", type=float, default=60.0, help="W5: one window")
+    parser.add_argument(
+        "--idle-windows", type=int, help="W5: consecutive windows (default: --repeat)"
+    )
+    parser.add_argument(
+        "--idle-settle", type=float, default=10.0, help="W5: idle seconds before the windows"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, nargs="+", default=[4, 16], help="W7 in-process drains"
+    )
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        default=["jobqueue", "procrastinate", "pgqueuer", "django-tasks-db", "raw-1", "raw-100"],
+        help="peers need PostgreSQL: on SQLite only jobqueue runs",
+    )
     parser.add_argument("--only", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     parser.add_argument(
         "--output", type=Path, help="report file (default: bench/results/<date>-<host>.md)"
     )
     parser.add_argument("--no-write", action="store_true", help="print the report only")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.quick:
+        given = {a.split("=")[0].lstrip("-").replace("-", "_") for a in argv if a.startswith("--")}
+        for key, value in QUICK.items():
+            if key not in given:
+                setattr(args, key, value)
+    return args
 
 
 def prepare_database(url: str) -> None:
@@ -80,6 +121,23 @@ def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def again_on_error(what: str, block: Callable[[], T], retried: list[str]) -> T:
+    """The machine is shared: a database restart by someone else must not end the run."""
+    from django.db import connections
+
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return block()
+        except Exception as exc:
+            if attempt == ATTEMPTS:
+                raise
+            progress(f"{what} failed, measuring again in 10 s: {str(exc)[-500:]}")
+            retried.append(what)
+            connections.close_all()  # a connection the server dropped is not reopened
+            time.sleep(10)
+    raise AssertionError("unreachable")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse(sys.argv[1:] if argv is None else argv)
     prepare_database(args.database_url or URLS[args.database])
@@ -89,9 +147,13 @@ def main(argv: list[str] | None = None) -> None:
     django.setup()
     from django.db import connection
 
-    from bench import report, systems, workloads
+    from bench import idle, report, systems, workloads
+    from bench.serverlog import ServerLog
+    from bench.systems import peers
 
     available = systems.available()
+    if connection.vendor != "postgresql":
+        args.systems = ["jobqueue"]
     unknown = set(args.systems) - set(available)
     if unknown:
         sys.exit(f"unknown system(s) {', '.join(sorted(unknown))}; known: {', '.join(available)}")
@@ -99,24 +161,55 @@ def main(argv: list[str] | None = None) -> None:
     started = time.monotonic()
     under_test = [available[name]() for name in args.systems]
     for system in under_test:
-        info.update(system.versions())
         progress(f"setting up {system.name}: dropping and recreating its tables")
         system.setup()
+        info.update(system.versions())
+    log = None
+    if connection.vendor == "postgresql":
+        log = ServerLog.find(peers.server_url())
+        if log is None:
+            progress("cannot read the PostgreSQL server log: no W5, no server-counted W7")
+    else:
+        progress("SQLite: no W5, no server-counted W7")
 
     measured: list[report.Measured] = []
-    for workload in workloads.throughput(args.jobs, args.concurrency):
+    retried: list[str] = []
+
+    def repeated(workload: workloads.Workload) -> None:
         if workload.key not in args.only:
-            continue
-        result = report.Measured(workload)
+            return
+        results = [report.Measured(row) for row in workload.rows]
+        measured.extend(results)
         for run in range(1, args.repeat + 1):
-            for system in under_test:  # interleaved, so a noisy moment hits every system
-                value = workload.measure(system)
-                result.samples.setdefault(system.name, []).append(value)
+            for system in [s for s in under_test if workload.runs_on(s)]:  # interleaved
+                what = f"{workload.rows[0].key} {workload.rows[0].title} [{system.name}]"
+                values = again_on_error(what, partial(workload.measure, system), retried)
+                for result, value in zip(results, values, strict=True):
+                    result.samples.setdefault(system.name, []).append(value)
+                first = workload.rows[0]
+                shown = ", ".join(report.number(v, first.unit) for v in values)
                 progress(
-                    f"{workload.key} {workload.title} [{system.name}] run {run}: "
-                    f"{report.number(value, workload.unit)} {workload.unit}"
+                    f"{first.key} {first.title} [{system.name}] run {run}: {shown} {first.unit}"
                 )
-        measured.append(result)
+
+    for workload in workloads.throughput(args.jobs, args.slow_jobs):
+        repeated(workload)
+    repeated(idle.latency(args.latency_jobs, args.latency_interval, settle=1.0))
+    if log is not None:
+        for workload in workloads.server_counted(args.count_jobs, log):
+            repeated(workload)
+        if "W5" in args.only:
+            windows = args.idle_windows or args.repeat
+            progress(f"W5: every idle worker at once, {windows} x {args.idle_seconds:g} s")
+            per_day = again_on_error(
+                "W5",
+                lambda: idle.idle_cost(
+                    under_test, log, args.idle_seconds, windows, args.idle_settle
+                ),
+                retried,
+            )
+            measured.append(report.Measured(idle.IDLE_ROW, per_day))
+            progress(f"W5 {per_day}")
 
     counted: list[report.Counted] = []
     if "W7" in args.only:
@@ -135,6 +228,8 @@ def main(argv: list[str] | None = None) -> None:
     for system in under_test:
         system.reset()
     info["bench wall time"] = f"{time.monotonic() - started:.0f} s"
+    if retried:
+        info["runs measured again after an error"] = "; ".join(retried)
     host = socket.gethostname()
     today = dt.date.today().isoformat()
     text = report.markdown(
@@ -145,7 +240,14 @@ def main(argv: list[str] | None = None) -> None:
         measured=measured,
         counted=counted,
         systems=args.systems,
-        notes=[f"{s.name}: {note}" for s in under_test for note in s.notes()],
+        notes=[
+            *[f"{s.name}: {note}" for s in under_test for note in s.notes()],
+            *[
+                f"{s.name}, W3 {setting}: {meaning}{' (a slow system)' if s.slow else ''}"
+                for s in under_test
+                for setting, meaning in s.drain_settings.items()
+            ],
+        ],
     )
     print(text)
     if not args.no_write:

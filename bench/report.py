@@ -15,7 +15,7 @@ import django
 from django.db import connection
 
 from bench.systems.base import KINDS
-from bench.workloads import Counting, Workload
+from bench.workloads import Counting, Row
 
 # Kinds whose statements the report also lists one by one, with their count per run.
 PER_RUN = ("heartbeat/", "other/")
@@ -23,20 +23,35 @@ PER_RUN = ("heartbeat/", "other/")
 
 NOTES = [
     "Each run starts from empty tables; emptying them and preloading the jobs a drain "
-    "needs is not timed.",
-    "W1 and W2 run in the bench process, on one connection in autocommit.",
-    "W3 times ONE worker process (`--burst`, so it exits when the queue is empty) from "
+    "needs is not timed. Runs of the systems are interleaved, so a noisy moment on the "
+    "machine hits all of them.",
+    "W1 and W2 time the enqueue calls on one open connection in autocommit: jobqueue in "
+    "the bench process, a peer inside its driver process (interpreter start-up, imports "
+    "and connecting not timed).",
+    "W3 times ONE worker process (burst mode, so it exits when the queue is empty) from "
     "spawn to exit, start-up included and nothing subtracted; the start-up row times the "
-    "same command on an empty queue. All jobs are checked `succeeded` afterwards.",
-    "W7 counts, by statement text, every statement run through Django's connections by "
-    "every thread (an execute wrapper on each connection); the drain uses the worker "
-    "class in the bench process, with the concurrency shown.",
+    "same command on an empty queue. All jobs are checked succeeded afterwards. The slow "
+    "systems (marked below) drain --slow-jobs instead of --jobs, so that a run stays short.",
+    "W4 runs ONE worker with its default settings, not in burst mode; after one warm-up "
+    "job and a pause, the bench enqueues stamp jobs one by one, each committed on its own; "
+    "the handler appends the wall-clock time when it starts to a file, and a job's latency "
+    "is that time minus the time its enqueue's commit returned to the enqueuer.",
+    "W5 and the server-counted W7 rows count statements on the PostgreSQL server: "
+    "`ALTER DATABASE <system's bench database> SET log_statement = 'all'` (new connections "
+    "to that database only; no restart; `pg_stat_statements` is not loaded on this server), "
+    "then the `statement:` and `execute ...:` lines of the server log for that database, "
+    "BEGIN and COMMIT included. W5 runs every system's idle worker at the same time, each "
+    "on its own database, warms each up with one job, waits, then counts consecutive "
+    "windows and multiplies by 86,400 s / window.",
+    "W7 in-process (jobqueue only) counts, by statement text, every statement run through "
+    "Django's connections by every thread (an execute wrapper on each connection); the "
+    "drain uses the worker class in the bench process, with the concurrency shown.",
 ]
 
 
 @dataclass
 class Measured:
-    workload: Workload
+    row: Row
     samples: dict[str, list[float]] = field(default_factory=dict)  # system -> one per run
 
 
@@ -48,11 +63,21 @@ class Counted:
 
 
 def number(value: float, unit: str) -> str:
-    if unit == "jobs/s":
+    if unit in ("jobs/s", "stmt/day"):
         return f"{value:,.0f}"
     if unit == "s":
         return f"{value:.2f}"
+    if unit == "ms":
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
     return f"{value:.3f}"
+
+
+def ratio(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"
 
 
 def spread(values: list[float], unit: str) -> str:
@@ -120,15 +145,40 @@ def markdown(
     lines = [f"# {title}", "", f"Command: `{command}`", "", "## Machine", ""]
     lines += [f"- {key}: {value}" for key, value in info.items()]
 
-    lines += ["", f"## Throughput: median of {repeat} runs (min-max)", ""]
+    lines += ["", f"## Results: median of {repeat} runs (min-max)", ""]
     lines += [
         "| | workload | unit | " + " | ".join(systems) + " |",
         "|---|---|---|" + "---:|" * len(systems),
     ]
+    measured = sorted(measured, key=lambda m: m.row.key)  # W5 is measured last
     for m in measured:
-        w = m.workload
-        cells = [spread(m.samples[s], w.unit) if s in m.samples else "n/a" for s in systems]
-        lines.append(f"| {w.key} | {w.title} | {w.unit} | " + " | ".join(cells) + " |")
+        row = m.row
+        cells = [spread(m.samples[s], row.unit) if m.samples.get(s) else "n/a" for s in systems]
+        lines.append(f"| {row.key} | {row.title} | {row.unit} | " + " | ".join(cells) + " |")
+
+    peers = [s for s in systems if s != "jobqueue"]
+    if "jobqueue" in systems and peers:
+        lines += [
+            "",
+            "## jobqueue as a ratio to each peer: jobqueue's median / the peer's median",
+            "",
+            "Above 1 is better for jobqueue where higher is better, worse where lower is.",
+            "",
+            "| | workload | better | " + " | ".join(f"vs {p}" for p in peers) + " |",
+            "|---|---|---|" + "---:|" * len(peers),
+        ]
+        for m in measured:
+            row = m.row
+            ours = m.samples.get("jobqueue")
+            cells = []
+            for peer in peers:
+                theirs = m.samples.get(peer)
+                if not ours or not theirs or statistics.median(theirs) <= 0:
+                    cells.append("n/a")
+                else:
+                    cells.append(ratio(statistics.median(ours) / statistics.median(theirs)))
+            better = "higher" if row.higher_is_better else "lower"
+            lines.append(f"| {row.key} | {row.title} | {better} | " + " | ".join(cells) + " |")
 
     if counted:
         lines += ["", f"## W7: SQL statements per job, counted: median of {repeat} runs", ""]

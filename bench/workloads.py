@@ -5,13 +5,17 @@ Setting up a repetition (emptying the tables, preloading jobs) is never timed.
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.db import connections
+
 from bench.counting import StatementCounter
+from bench.serverlog import ServerLog
 from bench.systems.base import REPO, System
 
 
@@ -20,74 +24,97 @@ class BenchError(Exception):
 
 
 @dataclass(frozen=True)
-class Workload:
-    key: str
+class Row:
+    """One line of the report."""
+
+    key: str  # W1..W7: a system's ``skips`` names these
     title: str
-    unit: str  # "jobs/s" or "s"
-    measure: Callable[[System], float]
+    unit: str  # "jobs/s", "s", "ms", "stmt/day" or "stmt/job"
+    higher_is_better: bool
 
 
-def throughput(jobs: int, concurrencies: list[int]) -> list[Workload]:
+@dataclass(frozen=True)
+class Workload:
+    """One repetition on one system gives one value per row."""
+
+    rows: tuple[Row, ...]
+    measure: Callable[[System], list[float]]
+    runs_on: Callable[[System], bool] = lambda system: True
+
+    @property
+    def key(self) -> str:
+        return self.rows[0].key
+
+
+def applies(system: System, key: str, setting: str = "default") -> bool:
+    return key not in system.skips and setting in system.drain_settings
+
+
+def throughput(jobs: int, slow_jobs: int) -> list[Workload]:
     """W1-W3, in the order they are run and reported."""
     items = [
         Workload(
-            "W1",
-            f"enqueue {jobs:,} jobs, one `enqueue()` each (autocommit)",
-            "jobs/s",
-            lambda system: enqueue_one_by_one(system, jobs),
+            (Row("W1", f"enqueue {jobs:,} jobs, one call each (autocommit)", "jobs/s", True),),
+            lambda system: [jobs / timed_enqueue(system, jobs, bulk=False)],
+            lambda system: applies(system, "W1"),
         ),
         Workload(
-            "W2",
-            f"enqueue {jobs:,} jobs, one bulk call",
-            "jobs/s",
-            lambda system: enqueue_bulk(system, jobs),
+            (Row("W2", f"enqueue {jobs:,} jobs, one bulk call", "jobs/s", True),),
+            lambda system: [jobs / timed_enqueue(system, jobs, bulk=True)],
+            lambda system: applies(system, "W2"),
         ),
-        Workload("W3", "worker start-up and exit, empty queue (`--burst`)", "s", startup),
+        Workload(
+            (Row("W3", "worker start-up and exit, empty queue (burst)", "s", False),),
+            lambda system: [startup(system)],
+            lambda system: applies(system, "W3"),
+        ),
     ]
-    for concurrency in concurrencies:
-        items.append(
-            Workload(
-                "W3",
-                f"drain {jobs:,} jobs, one worker process, concurrency {concurrency}",
-                "jobs/s",
-                lambda system, c=concurrency: drain(system, jobs, c),
-            )
-        )
-    return items
+    return items + [draining(jobs, slow_jobs, setting) for setting in ("default", "tuned")]
 
 
-def enqueue_one_by_one(system: System, jobs: int) -> float:
+def draining(jobs: int, slow_jobs: int, setting: str) -> Workload:
+    title = f"drain {jobs:,} jobs ({slow_jobs:,} for the slow), one worker, {setting}"
+    rows = (
+        Row("W3", title, "jobs/s", True),
+        Row("W3", "the same, net of the median start-up and exit above", "jobs/s", True),
+    )
+    return Workload(
+        rows,
+        lambda system: drain(system, slow_jobs if system.slow else jobs, setting),
+        lambda system: applies(system, "W3", setting),
+    )
+
+
+STARTUP: dict[str, list[float]] = {}  # system -> its start-up runs so far, for the net rate
+
+
+def timed_enqueue(system: System, jobs: int, bulk: bool) -> float:
     system.reset()
-    start = time.perf_counter()
-    system.enqueue_one_by_one(jobs)
-    return jobs / (time.perf_counter() - start)
-
-
-def enqueue_bulk(system: System, jobs: int) -> float:
-    system.reset()
-    start = time.perf_counter()
-    system.enqueue_bulk(jobs)
-    return jobs / (time.perf_counter() - start)
+    return system.time_enqueue(jobs, bulk)
 
 
 def startup(system: System) -> float:
     system.reset()
-    return run_worker(system, concurrency=1)
+    seconds = run_worker(system, "default")
+    STARTUP.setdefault(system.name, []).append(seconds)
+    return seconds
 
 
-def drain(system: System, jobs: int, concurrency: int) -> float:
+def drain(system: System, jobs: int, setting: str) -> list[float]:
+    """Jobs per second from spawn to exit, and net of the median start-up and exit."""
     system.reset()
     system.preload(jobs)
-    seconds = run_worker(system, concurrency)
+    seconds = run_worker(system, setting)
     check_drained(system, jobs)
-    return jobs / seconds
+    fixed = statistics.median(STARTUP.get(system.name, [0.0]))
+    return [jobs / seconds, jobs / max(seconds - fixed, 1e-3)]
 
 
-def run_worker(system: System, concurrency: int) -> float:
+def run_worker(system: System, setting: str) -> float:
     """Seconds from starting one worker process until it exits, start-up included."""
     start = time.perf_counter()
     proc = subprocess.run(
-        system.worker_command(concurrency),
+        system.worker_command(setting),
         env=system.worker_env(),
         cwd=REPO,
         capture_output=True,
@@ -156,3 +183,60 @@ def counted(system: System, block: Callable[[], None]) -> Counter[str]:
     with StatementCounter(system.classify) as counter:
         block()
     return counter.counts
+
+
+# -- W7, counted on the server: the same figure for every system, peers included --------
+
+
+def server_counted(jobs: int, log: ServerLog) -> list[Workload]:
+    """Statements per job the server ran for the system's database, from its log."""
+
+    def row(title: str) -> tuple[Row, ...]:
+        return (Row("W7", f"statements per job, server count: {title}", "stmt/job", False),)
+
+    return [
+        Workload(
+            row(f"enqueue {jobs:,}, one call each"),
+            lambda system: [logged(system, log, lambda: system.enqueue_one_by_one(jobs)) / jobs],
+            lambda system: applies(system, "W1"),
+        ),
+        Workload(
+            row(f"enqueue {jobs:,}, one bulk call"),
+            lambda system: [logged(system, log, lambda: system.enqueue_bulk(jobs)) / jobs],
+            lambda system: applies(system, "W2"),
+        ),
+        Workload(
+            row(f"drain {jobs:,}, one worker, default, start-up and exit included"),
+            lambda system: [logged_drain(system, log, jobs) / jobs],
+            lambda system: applies(system, "W3"),
+        ),
+    ]
+
+
+def logged(system: System, log: ServerLog, block: Callable[[], object]) -> int:
+    system.reset()
+    database = system.database()
+    log.enable(database)
+    try:
+        connections.close_all()  # the bench's own next connection logs its statements too
+        offset = log.offset()
+        block()
+        return log.count(offset)[database]
+    finally:
+        log.disable(database)
+        connections.close_all()
+
+
+def logged_drain(system: System, log: ServerLog, jobs: int) -> int:
+    system.reset()
+    system.preload(jobs)
+    database = system.database()
+    log.enable(database)
+    try:
+        offset = log.offset()
+        run_worker(system, "default")
+        count = log.count(offset)[database]
+    finally:
+        log.disable(database)
+    check_drained(system, jobs)
+    return count

@@ -25,9 +25,37 @@ def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
                 'JOBQUEUE["ROUTING"] does not route has no worker, and its jobs wait forever.',
                 hint='Give one pool "queues": "*" to catch every other queue.',
                 id="jobqueue.W002",
-            )
+            ),
+            *_queues_without_pool(settings),
         ]
     return []
+
+
+def _queues_without_pool(settings: conf.Settings) -> list[checks.CheckMessage]:
+    """Registered tasks whose queue no pool serves (only possible without a catch-all)."""
+    from jobqueue import tasks
+    from jobqueue.runtime.queues import owner
+
+    try:
+        tasks.discover()
+    except Exception:  # an import error surfaces where the module is used
+        return []
+    orphans: dict[str, list[str]] = {}
+    for name in tasks.registered_names():
+        task = tasks.get(name)
+        queue = getattr(getattr(task, "options", None), "queue", None)
+        if queue and owner(settings, queue) is None:
+            orphans.setdefault(queue, []).append(name)
+    return [
+        checks.Error(
+            f'Queue "{queue}" of task(s) {", ".join(names)} is served by no pool in '
+            'JOBQUEUE["POOLS"] and not routed by JOBQUEUE["ROUTING"]: its jobs would never run.',
+            hint=f'List "{queue}" in a pool\'s queues, route it in ROUTING, or add a catch-all '
+            'pool ("queues": "*").',
+            id="jobqueue.E003",
+        )
+        for queue, names in sorted(orphans.items())
+    ]
 
 
 @checks.register()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -22,7 +22,17 @@ from django.dispatch import receiver
 from jobqueue import states
 
 ON_CRASH_CHOICES = ("retry", "park")
-POOL_OPTIONS = ("queues", "concurrency")
+POOL_OPTIONS = (
+    "queues",
+    "processes",
+    "concurrency",
+    "resident",
+    "idle_timeout",
+    "max_memory",
+    "max_jobs",
+    "time_limit",
+)
+MEMORY_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 CATCH_ALL = "*"
 
 Backoff = tuple[float, float, float] | Callable[[int], float]
@@ -46,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "ROUTING": {},
     "SCHEDULES": {},
     "TASK_MODULES": (),
+    "LISTEN_URL": None,
 }
 
 
@@ -53,7 +64,13 @@ DEFAULTS: dict[str, Any] = {
 class PoolSpec:
     name: str
     queues: tuple[str, ...] | None  # None: the catch-all pool
-    concurrency: int
+    concurrency: int = 4
+    processes: int = 1
+    resident: bool = True  # False: the supervisor runs it only while jobs are due
+    idle_timeout: float = 60.0  # s an on-demand worker waits with nothing due before exiting
+    max_memory: int | None = None  # bytes; checked between jobs
+    max_jobs: int | None = None  # jobs a process runs before it is recycled
+    time_limit: float | None = None  # s a process lives before it is recycled
 
     @property
     def is_catch_all(self) -> bool:
@@ -76,6 +93,7 @@ class Settings:
     routing: Mapping[str, str]
     schedules: Mapping[str, Any] = field(default_factory=dict)
     task_modules: tuple[str, ...] = ()
+    listen_url: str | None = None
 
     @property
     def heartbeat_interval(self) -> float:
@@ -83,6 +101,11 @@ class Settings:
 
     def catch_all_pool(self) -> PoolSpec | None:
         return next((p for p in self.pools.values() if p.is_catch_all), None)
+
+
+def _did_you_mean(name: object, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(str(name), list(choices), n=1)
+    return f' Did you mean "{close[0]}"?' if close else ""
 
 
 def _key(name: str) -> str:
@@ -144,11 +167,9 @@ def _pools(value: Any) -> dict[str, PoolSpec]:
             raise ImproperlyConfigured(f"{where} must be a dict, not {options!r}.")
         for option in options:
             if option not in POOL_OPTIONS:
-                close = difflib.get_close_matches(str(option), POOL_OPTIONS, n=1)
-                hint = f' Did you mean "{close[0]}"?' if close else ""
                 raise ImproperlyConfigured(
                     f'{where} has an unknown option "{option}"; a pool takes '
-                    f"{', '.join(POOL_OPTIONS)}.{hint}"
+                    f"{', '.join(POOL_OPTIONS)}.{_did_you_mean(option, POOL_OPTIONS)}"
                 )
         queues = options.get("queues", CATCH_ALL)
         if queues == CATCH_ALL:
@@ -163,8 +184,16 @@ def _pools(value: Any) -> dict[str, PoolSpec]:
             raise ImproperlyConfigured(
                 f'{where}["queues"] must be "*" or a non-empty list of queue names, not {queues!r}.'
             )
-        concurrency = positive_int(f'{where}["concurrency"]', options.get("concurrency", 4))
-        pools[name] = PoolSpec(name=name, queues=pool_queues, concurrency=concurrency)
+        pools[name] = _pool(name, where, pool_queues, options)
+    listed: dict[str, str] = {}
+    for pool in pools.values():
+        for queue in pool.queues or ():
+            if queue in listed:
+                raise ImproperlyConfigured(
+                    f'{_key("POOLS")}: queue "{queue}" is listed by both "{listed[queue]}" and '
+                    f'"{pool.name}"; list it in one pool, or route it with {_key("ROUTING")}.'
+                )
+            listed[queue] = pool.name
     catch_alls = [p.name for p in pools.values() if p.is_catch_all]
     if len(catch_alls) > 1:
         raise ImproperlyConfigured(
@@ -172,6 +201,48 @@ def _pools(value: Any) -> dict[str, PoolSpec]:
             f"{', '.join(catch_alls)}."
         )
     return pools
+
+
+def _pool(
+    name: str, where: str, queues: tuple[str, ...] | None, options: Mapping[str, Any]
+) -> PoolSpec:
+    resident = options.get("resident", True)
+    if not isinstance(resident, bool):
+        raise ImproperlyConfigured(f'{where}["resident"] must be True or False, not {resident!r}.')
+    max_jobs = options.get("max_jobs")
+    time_limit = options.get("time_limit")
+    max_memory = options.get("max_memory")
+    return PoolSpec(
+        name=name,
+        queues=queues,
+        concurrency=positive_int(f'{where}["concurrency"]', options.get("concurrency", 4)),
+        processes=positive_int(f'{where}["processes"]', options.get("processes", 1)),
+        resident=resident,
+        idle_timeout=seconds(
+            f'{where}["idle_timeout"]', options.get("idle_timeout", 60), allow_zero=False
+        ),
+        max_memory=None
+        if max_memory is None
+        else memory_size(f'{where}["max_memory"]', max_memory),
+        max_jobs=None if max_jobs is None else positive_int(f'{where}["max_jobs"]', max_jobs),
+        time_limit=None
+        if time_limit is None
+        else seconds(f'{where}["time_limit"]', time_limit, allow_zero=False),
+    )
+
+
+def memory_size(where: str, value: Any) -> int:
+    """Bytes from ``512M``, ``2G``, ``65536K`` or a whole number of bytes."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    if isinstance(value, str):
+        text = value.strip().upper().removesuffix("B")
+        number, unit = (text[:-1], text[-1]) if text[-1:] in "KMG" else (text, "")
+        if number.isdigit() and int(number) > 0:
+            return int(number) * MEMORY_UNITS[unit]
+    raise ImproperlyConfigured(
+        f'{where} must be a size such as "512M", "2G" or a number of bytes, not {value!r}.'
+    )
 
 
 def _retention(value: Any) -> dict[str, float | None]:
@@ -198,9 +269,9 @@ def build(raw: Mapping[str, Any] | None) -> Settings:
         raise ImproperlyConfigured(f"settings.JOBQUEUE must be a dict, not {type(raw).__name__}.")
     for key in raw:
         if key not in DEFAULTS:
-            close = difflib.get_close_matches(str(key), DEFAULTS, n=1)
-            hint = f' Did you mean "{close[0]}"?' if close else ""
-            raise ImproperlyConfigured(f"{_key(key)} is not a jobqueue setting.{hint}")
+            raise ImproperlyConfigured(
+                f"{_key(key)} is not a jobqueue setting.{_did_you_mean(key, DEFAULTS)}"
+            )
     values = {**DEFAULTS, **raw}
 
     lease = seconds(_key("LEASE"), values["LEASE"], allow_zero=False)
@@ -227,6 +298,11 @@ def build(raw: Mapping[str, Any] | None) -> Settings:
         isinstance(m, str) for m in task_modules
     ):
         raise ImproperlyConfigured(f"{_key('TASK_MODULES')} must be a list of module paths.")
+    listen_url = values["LISTEN_URL"]
+    if listen_url is not None and (not isinstance(listen_url, str) or not listen_url):
+        raise ImproperlyConfigured(
+            f"{_key('LISTEN_URL')} must be a PostgreSQL URL (postgres://...) or None."
+        )
     if not isinstance(values["SCHEDULES"], Mapping):
         raise ImproperlyConfigured(f"{_key('SCHEDULES')} must be a dict.")
     return Settings(
@@ -244,6 +320,7 @@ def build(raw: Mapping[str, Any] | None) -> Settings:
         routing=dict(routing),
         schedules=dict(values["SCHEDULES"]),
         task_modules=tuple(task_modules),
+        listen_url=listen_url,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,12 @@ MAX_KEY_LENGTH = 255
 PRIORITY_RANGE = (-100, 100)
 
 Call = tuple[Sequence[Any], dict[str, Any]]
+Interceptor = Callable[
+    ["Task[Any, Any]", "EnqueueOptions", Sequence[Call], Sequence[str | None]], "list[Job | None]"
+]
+
+# Installed by jobqueue.testing.capture(), innermost last; empty outside tests.
+interceptors: list[Interceptor] = []
 
 
 @dataclass(frozen=True)
@@ -179,14 +185,25 @@ def enqueue_calls(
     Returns, per call, the new ``Job``, or ``None`` where an unfinished job already held its
     idempotency key (then nothing is written for it).
     """
-    from jobqueue.models import Job
-
     if keys is None:
         keys = [options.idempotency_key] * len(calls)
     for args, kwargs in calls:
         bind_arguments(task, args, kwargs)
     if not calls:
         return []
+    if interceptors:
+        # jobqueue.testing.capture(): the calls are valid; it records them, and decides
+        # whether they are written (by calling insert_calls) or only kept in memory.
+        return interceptors[-1](task, options, calls, keys)
+    return insert_calls(task, options, calls, keys)
+
+
+def insert_calls(
+    task: Task[Any, Any], options: EnqueueOptions, calls: Sequence[Call], keys: Sequence[str | None]
+) -> list[Job | None]:
+    """The one INSERT of jobs: validated calls, one statement, NOTIFY inside it."""
+    from jobqueue.models import Job
+
     queries = Queries(options.database)
     now = timezone.now()
     run_at = options.due_at(now)

@@ -14,11 +14,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.utils import timezone
 
 from jobqueue import conf, signals, states
 from jobqueue.exceptions import JobRunAborted
+from jobqueue.operations import Action, Outcome, Selection, SelectionSQL, compile_selection
 from jobqueue.sql import Queries, loads
 
 logger = logging.getLogger("jobqueue")
@@ -77,10 +78,7 @@ class Store:
             "claim",
             {
                 "worker": worker,
-                "task_names": q.names(task_names),
-                "all_queues": queues is None,
-                "queues": q.names(queues or ()),
-                "excluded": q.names(excluded),
+                **self._selection(task_names, queues, excluded),
                 "limit": limit,
                 "lease": self.settings.lease,
                 **q.clock(lease_until=self.settings.lease),
@@ -113,6 +111,56 @@ class Store:
                 worker=worker,
             )
         return jobs
+
+    def next_due(
+        self,
+        *,
+        task_names: list[str],
+        queues: tuple[str, ...] | None,
+        excluded: tuple[str, ...] = (),
+    ) -> float | None:
+        """Seconds until the earliest pending job of this selection is due, or ``None``."""
+        if not task_names:
+            return None
+        [(seconds,)] = self.queries.fetchall(
+            "next_due",
+            {**self._selection(task_names, queues, excluded), **self.queries.clock()},
+        )
+        return None if seconds is None else float(seconds)
+
+    def count_due(
+        self,
+        *,
+        task_names: list[str],
+        queues: tuple[str, ...] | None,
+        excluded: tuple[str, ...] = (),
+        limit: int,
+        grace: float = 0.0,
+    ) -> int:
+        """How many jobs of this selection have been due for ``grace`` s, up to ``limit``."""
+        if not task_names:
+            return 0
+        [(count,)] = self.queries.fetchall(
+            "count_due",
+            {
+                **self._selection(task_names, queues, excluded),
+                "limit": limit,
+                "grace": grace,
+                **self.queries.clock(cutoff=-grace),
+            },
+        )
+        return int(count)
+
+    def _selection(
+        self, task_names: list[str], queues: tuple[str, ...] | None, excluded: tuple[str, ...]
+    ) -> dict[str, Any]:
+        q = self.queries
+        return {
+            "task_names": q.names(task_names),
+            "all_queues": queues is None,
+            "queues": q.names(queues or ()),
+            "excluded": q.names(excluded),
+        }
 
     def succeed(self, job: ClaimedJob, result: Any, *, worker: str) -> None:
         """running -> succeeded, storing the JSON ``result``."""
@@ -264,8 +312,18 @@ class Store:
             return []
         return self._recover(expired=False, worker=worker, tokens=tokens, reason=reason)
 
+    def release_worker(self, worker: str, reason: str) -> list[tuple[int, str, str]]:
+        """Apply the crash policy at once to every job a worker known to be dead holds."""
+        return self._recover(expired=False, worker=worker, tokens=[], reason=reason, any_token=True)
+
     def _recover(
-        self, *, expired: bool, worker: str | None, tokens: list[str], reason: str
+        self,
+        *,
+        expired: bool,
+        worker: str | None,
+        tokens: list[str],
+        reason: str,
+        any_token: bool = False,
     ) -> list[tuple[int, str, str]]:
         q = self.queries
         rows = q.fetchall(
@@ -273,6 +331,7 @@ class Store:
             {
                 "expired": expired,
                 "worker": worker,
+                "any_token": any_token,
                 "tokens": q.names(tokens),
                 "reason": reason,
                 "max_crashes": self.settings.max_crashes,
@@ -318,6 +377,81 @@ class Store:
             if total:
                 logger.info("pruned %s %s job(s) older than %g s", total, status, age)
         return deleted
+
+    # -- operator side ----------------------------------------------------------------
+    # Retry and Discard, for the admin, ``manage.py jobs`` and any script alike. Each is ONE
+    # statement over the whole selection with every guard in its WHERE (never a read, then a
+    # write), followed by one read that explains, for the report, why the rest was skipped.
+
+    def retry_jobs(self, selection: Selection, *, dry_run: bool = False) -> Outcome:
+        """failed | abandoned | discarded -> pending, due now, attempts and crashes at 0.
+
+        Skipped: a job whose lease has not run out (its worker may be alive), a job whose
+        idempotency key a newer unfinished job holds, and every other status. ``dry_run``
+        runs the same statements and rolls them back.
+        """
+        for tries_left in (2, 1, 0):
+            try:
+                return self._operate("retry", selection, dry_run)
+            except IntegrityError:
+                # An enqueue of the same key committed between the statement's snapshot and
+                # its write. Run it again: it sees that job now, and skips this one.
+                if not tries_left:
+                    raise
+        raise AssertionError("unreachable")
+
+    def discard_jobs(self, selection: Selection, *, dry_run: bool = False) -> Outcome:
+        """Any status but succeeded -> discarded; a running job's worker loses its fence."""
+        return self._operate("discard", selection, dry_run)
+
+    def _operate(self, action: Action, selection: Selection, dry_run: bool) -> Outcome:
+        q = self.queries
+        scope = compile_selection(selection, q)
+        # A savepoint: a key collision or a dry run rolls back this operation only, never the
+        # caller's transaction.
+        with transaction.atomic(using=q.using):
+            rows = self._operator_rows(f"operator_{action}", scope, {})
+            done = sorted(row[0] for row in rows)
+            done_param = done if q.is_postgresql else json.dumps(done)
+            counts = self._operator_rows(f"operator_{action}_skipped", scope, {"done": done_param})
+            if dry_run:
+                transaction.set_rollback(True, using=q.using)
+        skipped: dict[str, int] = {}
+        for reason, count in counts:
+            if action == "discard" and reason not in (states.SUCCEEDED, states.DISCARDED):
+                reason = "changed"
+            skipped[reason] = skipped.get(reason, 0) + count
+        if scope.requested is not None:
+            missing = scope.requested - len(done) - sum(skipped.values())
+            if missing:
+                skipped["missing"] = missing
+        outcome = Outcome(
+            action=action,
+            done=done,
+            skipped=skipped,
+            running=sum(1 for row in rows if action == "discard" and row[1] is not None),
+            dry_run=dry_run,
+        )
+        if not dry_run:
+            self._operated(outcome)
+        return outcome
+
+    def _operator_rows(
+        self, name: str, scope: SelectionSQL, params: dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        q = self.queries
+        statement = q.statements[name].replace("{selection}", scope.sql)
+        with q.connection.cursor() as cursor:
+            cursor.execute(statement, {**scope.params, **q.clock(), **params})
+            return cursor.fetchall()
+
+    def _operated(self, outcome: Outcome) -> None:
+        ids = ", ".join(map(str, outcome.done[:20])) + (", ..." if len(outcome.done) > 20 else "")
+        log = logger.warning if outcome.running or outcome.skipped_count else logger.info
+        log("operator %s: %s Ids: %s", outcome.action, outcome.message(), ids or "none")
+        if outcome.done:
+            signal = signals.jobs_retried if outcome.action == "retry" else signals.jobs_discarded
+            signal.send(sender=Store, job_ids=outcome.done, using=self.queries.using)
 
 
 def summary(error: dict[str, Any]) -> str:

@@ -54,6 +54,14 @@ class Task(Generic[P, R]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
 
+    def context(self, ctx: Any) -> Any:
+        """What a ``takes_context`` handler receives, given the worker's ``JobContext``.
+
+        Called in the worker's slot thread before the handler starts; the ``django.tasks``
+        adapter (:mod:`jobqueue.adapter`) overrides it to hand over Django's ``TaskContext``.
+        """
+        return ctx
+
     # Effective per-task settings: the task's own option, else the project's default.
     @property
     def max_attempts(self) -> int:

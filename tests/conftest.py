@@ -15,6 +15,9 @@ from typing import Any
 import pytest
 from django.db import connection
 
+# The test kit's fixtures (jobqueue_captured, jobqueue_enqueued, jobqueue_run), as users add them.
+pytest_plugins = ["jobqueue.pytest_plugin"]
+
 REPO = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI") == "true"
 
@@ -60,6 +63,9 @@ class WorkerProcess:
             cwd=REPO,
             stdout=self._log,
             stderr=subprocess.STDOUT,
+            # Its own process group, as under a terminal or a service manager: a signal
+            # sent to the group (Ctrl-C) reaches it and its children, not pytest.
+            start_new_session=True,
         )
 
     @property
@@ -68,6 +74,10 @@ class WorkerProcess:
 
     def signal(self, signum: int) -> None:
         self.proc.send_signal(signum)
+
+    def signal_group(self, signum: int) -> None:
+        """What Ctrl-C in a terminal, or systemd's default KillMode, does."""
+        os.killpg(self.proc.pid, signum)
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
@@ -97,7 +107,12 @@ def start_worker(transactional_db: None, tmp_path: Path) -> Iterator[Callable[..
     """Start real worker processes: ``start_worker("--concurrency", "2", settings={...})``."""
     started: list[WorkerProcess] = []
 
-    def start(*args: str, settings: dict[str, Any] | None = None) -> WorkerProcess:
+    def start(
+        *args: str, settings: dict[str, Any] | None = None, supervisor: bool = False
+    ) -> WorkerProcess:
+        """One worker of the "default" pool, or with ``supervisor=True`` bare ``runjobs``."""
+        if not supervisor and "--pool" not in args:
+            args = ("--pool", "default", *args)
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.settings",

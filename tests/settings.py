@@ -8,6 +8,7 @@ import json
 import os
 import tempfile
 
+import django
 from testproject.settings import *  # noqa: F403
 from testproject.settings import DATABASES, INSTALLED_APPS, JOBQUEUE
 
@@ -23,6 +24,19 @@ if os.environ.get("JOBQUEUE_TEST_DB_NAME"):
     default["NAME"] = os.environ["JOBQUEUE_TEST_DB_NAME"]
 
 JOBQUEUE = {**JOBQUEUE, **json.loads(os.environ.get("JOBQUEUE_TEST_SETTINGS", "{}"))}
+
+if django.VERSION >= (6,):
+    TASKS = {
+        "default": {
+            "BACKEND": "jobqueue.backend.JobQueueBackend",
+            "QUEUES": ["default", "emails"],
+        }
+    }
+# Django's documentation example tasks send mail, in worker processes too.
+if django.VERSION >= (6, 1):
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGGING = {

@@ -1,6 +1,7 @@
 """The management commands: thin argument parsing over the runtime and the store."""
 
 import datetime as dt
+import json
 import os
 import subprocess
 import sys
@@ -27,17 +28,17 @@ def run(*args):
 
 def test_runjobs_burst_runs_what_is_due():
     job = tasks.add.enqueue(4, 5)
-    run("runjobs", "--burst", "--concurrency", "2")
+    run("runjobs", "--pool", "default", "--burst", "--concurrency", "2")
     assert Job.objects.get(pk=job.pk).result == 9
 
 
 def test_runjobs_queue_option_limits_what_it_claims():
     email = tasks.send_email.enqueue("ada@example.com")
     other = tasks.add.enqueue(1, 1)
-    run("runjobs", "--burst", "--queue", "emails")
+    run("runjobs", "--pool", "default", "--burst", "--queue", "emails")
     assert Job.objects.get(pk=email.pk).status == "succeeded"
     assert Job.objects.get(pk=other.pk).status == "pending"
-    run("runjobs", "--burst", "--exclude-queue", "default")
+    run("runjobs", "--pool", "default", "--burst", "--exclude-queue", "default")
     assert Job.objects.get(pk=other.pk).status == "pending"
 
 
@@ -46,7 +47,15 @@ def test_runjobs_rejects_an_unknown_pool():
         run("runjobs", "--pool", "fast")
 
 
-@pytest.mark.parametrize("args", [["--concurrency", "0"], ["--shutdown-timeout", "-1"]])
+def test_runjobs_queue_options_need_a_pool():
+    with pytest.raises(CommandError, match="--queue needs --pool"):
+        run("runjobs", "--queue", "emails")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--concurrency", "0"], ["--shutdown-timeout", "-1"], ["--max-memory", "lots"]],
+)
 def test_runjobs_rejects_bad_numbers(args):
     with pytest.raises(CommandError, match="expected"):
         call_command("runjobs", *args)
@@ -54,28 +63,49 @@ def test_runjobs_rejects_bad_numbers(args):
 
 def test_runjobs_refuses_to_serve_no_queue():
     with pytest.raises(CommandError, match="would serve no queue"):
-        run("runjobs", "--queue", "a", "--exclude-queue", "a")
+        run("runjobs", "--pool", "default", "--queue", "a", "--exclude-queue", "a")
 
 
-def test_jobs_queues_counts_by_queue_and_status():
-    JobFactory.create_batch(2, queue="emails")
+def test_jobs_queues_shows_pool_due_scheduled_and_the_oldest_due(settings):
+    settings.JOBQUEUE = {"POOLS": {"fast": {"queues": ["emails"]}, "slow": {"queues": "*"}}}
+    old = timezone.now() - dt.timedelta(minutes=5)
+    JobFactory(queue="emails", run_at=old)
+    JobFactory(queue="emails", run_at=timezone.now() + dt.timedelta(hours=1))
     FinishedJobFactory(queue="emails")
     JobFactory(queue="feeds", status="failed")
+    JobFactory(queue="feeds", status="abandoned")
     lines = run("jobs", "queues").splitlines()
     assert lines[0].split() == [
         "queue",
-        "pending",
+        "pool",
+        "due",
+        "scheduled",
         "running",
-        "succeeded",
         "failed",
         "abandoned",
-        "discarded",
+        "oldest",
+        "due",
     ]
-    assert lines[1].split() == ["emails", "2", "0", "1", "0", "0", "0"]
-    assert lines[2].split() == ["feeds", "0", "0", "0", "1", "0", "0"]
+    assert lines[1].split() == ["emails", "fast", "1", "1", "0", "0", "0", "5", "min"]
+    assert lines[2].split() == ["feeds", "slow", "0", "0", "0", "1", "1", "-"]
 
 
-def test_jobs_workers_lists_live_workers_with_jobs_held():
+def test_jobs_queues_flags_a_queue_no_pool_serves(settings):
+    settings.JOBQUEUE = {"POOLS": {"fast": {"queues": ["emails"]}}}
+    JobFactory(queue="reports")
+    out, err = StringIO(), StringIO()
+    call_command("jobs", "queues", stdout=out, stderr=err)
+    assert "reports  NO POOL" in out.getvalue()
+    assert 'queue "reports" is served by no pool' in err.getvalue()
+
+
+def test_jobs_queues_json():
+    JobFactory(queue="emails")
+    [row] = json.loads(run("jobs", "queues", "--json"))
+    assert row["queue"] == "emails" and row["pool"] == "default" and row["due"] == 1
+
+
+def test_jobs_workers_lists_live_workers_by_pool_with_jobs_held():
     assert run("jobs", "workers").strip() == "(no live workers)"
     WorkerRow.objects.create(
         id="web-1:10:abc",
@@ -86,8 +116,11 @@ def test_jobs_workers_lists_live_workers_with_jobs_held():
         concurrency=4,
     )
     JobFactory(status="running", worker="web-1:10:abc", token="x" * 32)
-    out = run("jobs", "workers")
-    assert "web-1:10:abc  pool=default  queues=* except feeds  concurrency=4  held=1" in out
+    lines = run("jobs", "workers").splitlines()
+    assert lines[0].split()[:5] == ["pool", "worker", "queues", "threads", "held"]
+    assert lines[1].split()[:7] == ["default", "web-1:10:abc", "*", "except", "feeds", "4", "1"]
+    [row] = json.loads(run("jobs", "workers", "--json"))
+    assert (row["pool"], row["held"], row["pid"]) == ("default", 1, 10)
 
 
 def test_jobs_prune(settings):

@@ -8,8 +8,10 @@ from bench.systems.base import KINDS, System
 def available() -> dict[str, type[System]]:
     """Import lazily: a system's module needs Django set up first."""
     from bench.systems.jobqueue_system import JobqueueSystem
+    from bench.systems.peers import DjangoTasksDb, PgQueuer, Procrastinate, Raw, RawBatched
 
-    return {cls.name: cls for cls in (JobqueueSystem,)}
+    systems = (JobqueueSystem, Procrastinate, PgQueuer, DjangoTasksDb, Raw, RawBatched)
+    return {cls.name: cls for cls in systems}
 
 
 __all__ = ["KINDS", "System", "available"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
@@ -21,6 +22,11 @@ class System(ABC):
 
     name: ClassVar[str]
     counts_statements: ClassVar[bool] = False  # True once drain_in_process and classify work
+    # W3's settings: "default" (always) and "tuned" (if the system has a knob worth turning),
+    # each with what it means, for the report.
+    drain_settings: ClassVar[dict[str, str]] = {"default": "defaults"}
+    slow: ClassVar[bool] = False  # drains --slow-jobs instead of --jobs in W3
+    skips: ClassVar[frozenset[str]] = frozenset()  # workload keys not run for this system
 
     @abstractmethod
     def setup(self) -> None:
@@ -38,13 +44,33 @@ class System(ABC):
     def enqueue_bulk(self, jobs: int) -> None:
         """Enqueue ``jobs`` no-op jobs with the system's bulk API."""
 
+    def time_enqueue(self, jobs: int, bulk: bool) -> float:
+        """Seconds to enqueue ``jobs`` no-op jobs, one by one or in one bulk call."""
+        start = time.perf_counter()
+        if bulk:
+            self.enqueue_bulk(jobs)
+        else:
+            self.enqueue_one_by_one(jobs)
+        return time.perf_counter() - start
+
+    @abstractmethod
+    def stamp(self, start: int, jobs: int, interval: float) -> list[float]:
+        """Enqueue W4's stamp jobs ``start..`` one every ``interval`` s, each committed on
+        its own; return the wall-clock time each commit returned. The stamp task appends
+        ``n time`` to the file named by ``BENCH_STAMP_FILE`` when its handler starts."""
+
+    @abstractmethod
+    def database(self) -> str:
+        """The name of the database the system uses, and no other system does."""
+
     def preload(self, jobs: int) -> None:
         """Put ``jobs`` due no-op jobs in the queue, untimed, ready for a drain."""
         self.enqueue_bulk(jobs)
 
     @abstractmethod
-    def worker_command(self, concurrency: int) -> list[str]:
-        """A command line for ONE worker process that drains the queue and then exits."""
+    def worker_command(self, setting: str, burst: bool = True) -> list[str]:
+        """A command line for ONE worker process with one of ``drain_settings``: it drains
+        the queue and then exits (``burst``), or it serves until SIGTERM."""
 
     def worker_env(self) -> dict[str, str]:
         """The worker's environment: this one, with the repo and the test project importable."""

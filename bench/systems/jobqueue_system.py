@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import ClassVar
 
 from django.core.management import call_command
@@ -30,6 +31,11 @@ KIND_OF = {
 class JobqueueSystem(System):
     name: ClassVar[str] = "jobqueue"
     counts_statements: ClassVar[bool] = True
+    drain_settings: ClassVar[dict[str, str]] = {
+        "default": "`runjobs`: the default pool (concurrency 4 unless POOLS says otherwise)",
+        "tuned": "`runjobs --concurrency 16`",
+    }
+    TUNED: ClassVar[list[str]] = ["--concurrency", "16"]
 
     def __init__(self) -> None:
         self._names = {sql: name for name, sql in load(connection.vendor).items()}
@@ -56,22 +62,33 @@ class JobqueueSystem(System):
 
         noop.enqueue_many([(n,) for n in range(jobs)])
 
+    def stamp(self, start: int, jobs: int, interval: float) -> list[float]:
+        from bench.benchapp.tasks import stamp
+
+        committed = []
+        t0 = time.time()
+        for i in range(jobs):
+            delay = t0 + i * interval - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            stamp.enqueue(start + i)
+            committed.append(time.time())
+        return committed
+
+    def database(self) -> str:
+        return str(connection.settings_dict["NAME"])
+
     def preload(self, jobs: int) -> None:
         super().preload(jobs)
         # Fresh statistics, as a table in service would have, so the claim's plan is stable.
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {Job._meta.db_table}")
 
-    def worker_command(self, concurrency: int) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "django",
-            "runjobs",
-            "--burst",
-            "--concurrency",
-            str(concurrency),
-        ]
+    def worker_command(self, setting: str, burst: bool = True) -> list[str]:
+        command = [sys.executable, "-m", "django", "runjobs", "--pool", "default"]
+        if burst:
+            command.append("--burst")
+        return command + (self.TUNED if setting == "tuned" else [])
 
     def succeeded(self) -> int:
         return Job.objects.filter(status=states.SUCCEEDED).count()

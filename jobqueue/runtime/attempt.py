@@ -90,7 +90,7 @@ def _call(attempt: Attempt, store: Store) -> Any:
     job, task = attempt.job, attempt.task
     args = list(job.args)
     if task.options.takes_context:
-        args.insert(0, JobContext(job, store, attempt.cancelled))
+        args.insert(0, task.context(JobContext(job, store, attempt.cancelled)))
     if not task.is_async:
         return task.func(*args, **job.kwargs)
 

@@ -9,22 +9,26 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from jobqueue import conf, signals, tasks
+from jobqueue.enqueue import NOTIFY_CHANNEL
 from jobqueue.runtime import attempt as attempts
 from jobqueue.runtime import queues as queue_selection
 from jobqueue.runtime.attempt import Attempt
 from jobqueue.runtime.executor import Executor
 from jobqueue.runtime.lease import Heartbeat
+from jobqueue.runtime.limits import Limits
+from jobqueue.runtime.listener import Listener, connection_target
+from jobqueue.runtime.polling import SAFETY_POLL, PollBackoff
 from jobqueue.store import Store
 
 logger = logging.getLogger("jobqueue.worker")
+T = TypeVar("T")
 
-MAX_IDLE_WAIT = 30.0
 PRUNE_INTERVAL = 3600.0
 
 EXIT_OK = 0
@@ -43,7 +47,11 @@ class Worker:
         concurrency: int | None = None,
         burst: bool = False,
         max_jobs: int | None = None,
+        max_memory: int | None = None,
+        time_limit: float | None = None,
+        idle_timeout: float | None = None,
         shutdown_timeout: float | None = None,
+        worker_id: str | None = None,
         using: str = DEFAULT_DB_ALIAS,
         settings: conf.Settings | None = None,
     ) -> None:
@@ -54,13 +62,19 @@ class Worker:
         )
         self.concurrency = concurrency or self.pool.concurrency
         self.burst = burst
-        self.max_jobs = max_jobs
+        # The pool's limits, unless the command line says otherwise.
+        self.limits = Limits(
+            max_jobs=max_jobs or self.pool.max_jobs,
+            max_memory=max_memory or self.pool.max_memory,
+            time_limit=time_limit or self.pool.time_limit,
+            idle_timeout=idle_timeout or (None if self.pool.resident else self.pool.idle_timeout),
+        )
         self.shutdown_timeout = (
             self.settings.shutdown_timeout if shutdown_timeout is None else shutdown_timeout
         )
         self.hostname = socket.gethostname()
         self.pid = os.getpid()
-        self.id = f"{self.hostname}:{self.pid}:{secrets.token_hex(3)}"
+        self.id = worker_id or f"{self.hostname}:{self.pid}:{secrets.token_hex(3)}"
         self.store = Store(using, self.settings)
         self.exit_code = EXIT_OK
         self._stop = threading.Event()
@@ -77,13 +91,27 @@ class Worker:
             register=self._register,
             interval=self.settings.heartbeat_interval,
         )
+        self.listener: Listener | None = None
+        if self.store.queries.is_postgresql:
+            self.listener = Listener(
+                target=connection_target(using, self.settings.listen_url),
+                channel=NOTIFY_CHANNEL,
+                on_notify=self._on_notify,
+                on_connect=self._wake.set,
+            )
         self._task_names: list[str] = []
         self._claimed_total = 0
+        self._retiring: str | None = None  # why this process stops claiming, if it does
+        self._parent_pid: int | None = None
         # Monotonic times at which jobs this process put back (retry, snooze) fall due.
         self._due_times: list[float] = []
         self._due_lock = threading.Lock()
 
     # -- control ----------------------------------------------------------------------
+
+    def watch_parent(self, pid: int) -> None:
+        """Stop when the process ``pid`` (the supervisor) is no longer this one's parent."""
+        self._parent_pid = pid
 
     def stop(self) -> None:
         """Ask the worker to stop claiming and shut down; safe from a signal handler."""
@@ -97,11 +125,14 @@ class Worker:
     def run(self) -> int:
         """Serve until stopped (or, with ``burst``, until nothing is due); return an exit code."""
         self._task_names = tasks.discover()
+        self.limits.start()
         self._log_start()
         self._register()
         signals.jobs_committed.connect(self._on_jobs_committed, weak=False)
         self.heartbeat.start()
         self.executor.start()
+        if self.listener is not None:
+            self.listener.start()
         try:
             self._rescue()
             self._prune()
@@ -114,72 +145,133 @@ class Worker:
     # -- the loop ---------------------------------------------------------------------
 
     def _loop(self) -> None:
-        idle_wait = self.settings.poll_interval
-        next_rescue = time.monotonic() + self.settings.heartbeat_interval
-        next_prune = time.monotonic() + PRUNE_INTERVAL
+        poll = PollBackoff(self.settings.poll_interval)
+        now = time.monotonic()
+        next_look = now  # look at once on start
+        next_rescue = now + self.settings.heartbeat_interval
+        next_prune = now + PRUNE_INTERVAL
+        woken = False
         while not self._stop.is_set():
             self._expire_timeouts()
             if self._should_stop():
                 break
             now = time.monotonic()
-            if self._budget_spent():
-                # --max-jobs: claim no more, let what runs finish, then leave.
-                if self.executor.idle():
-                    logger.info(
-                        "worker %s: ran %s job(s) (--max-jobs); stopping", self.id, self.max_jobs
-                    )
-                    break
-                self._wake.wait(MAX_IDLE_WAIT)
-                self._wake.clear()
-                continue
             if now >= next_rescue:
                 self._rescue()
                 next_rescue = now + self.settings.heartbeat_interval
             if now >= next_prune:
                 self._prune()
                 next_prune = now + PRUNE_INTERVAL
-
-            # Claim only what can run now: the limit is the number of free slots.
-            free = self.executor.free_slots()
-            if self.max_jobs is not None:
-                free = min(free, self.max_jobs - self._claimed_total)
-            try:
-                claimed = self._claim(free) if free else []
-            except DatabaseError:
-                # The database went away (restart, failover): keep the process and its
-                # in-flight jobs, and look again after the idle wait.
-                logger.exception("worker %s: claim failed; retrying in %g s", self.id, idle_wait)
-                connections[self.store.queries.using].close()
-                claimed = []
-            if claimed:
-                idle_wait = self.settings.poll_interval
-            elif free and self.burst and self.executor.idle():
-                logger.info("worker %s: nothing is due, leaving (--burst)", self.id)
+            if self._parent_pid is not None and os.getppid() != self._parent_pid:
+                logger.error("worker %s: its supervisor is gone; stopping", self.id)
+                self.stop()
                 break
+            self._retiring = self._retiring or self.limits.retire_reason(
+                now, self._claimed_total, self.executor.completed
+            )
+            if self._retiring:
+                # Claim no more, let what runs finish (however long), then leave.
+                if self.executor.idle():
+                    logger.info("worker %s: %s; exiting to be restarted", self.id, self._retiring)
+                    break
+                next_look = now + SAFETY_POLL
+            elif self.limits.idle_for_too_long(now, busy=not self.executor.idle()):
+                logger.info(
+                    "worker %s: nothing due for %g s (idle_timeout); exiting",
+                    self.id,
+                    self.limits.idle_timeout,
+                )
+                break
+            elif woken or now >= next_look or self._pop_due(now):
+                # A look costs a query, so only an event or a timer that asked for one makes
+                # it; waking for maintenance or a timeout does not.
+                wait = self._look(poll)
+                if wait is None:
+                    break
+                next_look = now + wait
+            woken = self._sleep(min(next_look, next_rescue, next_prune, self._next_timer()))
 
-            if free and not claimed:
-                # An empty look: wait, then look again, twice as long after each empty look.
-                wait = idle_wait
-                idle_wait = min(idle_wait * 2, MAX_IDLE_WAIT)
-            elif len(claimed) < free:
-                # We took everything due: wait as after an empty look, from the start.
-                wait = self.settings.poll_interval
-            else:
-                # Every slot is busy: a freed slot wakes us, and we claim again at once.
-                wait = MAX_IDLE_WAIT
-            wait = min(wait, next_rescue - now, next_prune - now)
-            with self._due_lock:
-                while self._due_times and self._due_times[0] <= now:
-                    heapq.heappop(self._due_times)  # this look covered it
-                if self._due_times:
-                    # A retry or snooze this process scheduled: look again when it is due.
-                    wait = min(wait, self._due_times[0] - now)
-            deadline = self.executor.next_deadline()
-            if deadline is not None:
-                wait = min(wait, deadline - time.monotonic())
-            if wait > 0:
-                self._wake.wait(wait)
-            self._wake.clear()
+    def _look(self, poll: PollBackoff) -> float | None:
+        """Claim what fits in the free slots; return how long until the next look."""
+        # Claim only what can run now: the limit is the number of free slots.
+        free = self.executor.free_slots()
+        free = self.limits.claim_limit(free, self._claimed_total)
+        if not free:
+            # Every slot is busy: a freed slot wakes us, and we claim again at once.
+            return SAFETY_POLL
+        try:
+            claimed = self._retrying_once(lambda: self._claim(free))
+        except DatabaseError:
+            # The database is away (restart, failover): keep the process and its in-flight
+            # jobs, and look again after the idle wait.
+            wait = poll.empty_look()
+            logger.exception("worker %s: claim failed; retrying in %g s", self.id, wait)
+            connections[self.store.queries.using].close()
+            return wait
+        if claimed:
+            self.limits.last_busy = time.monotonic()
+            poll.found_work()
+            # We may have taken everything due; a freed slot or a notification wakes us.
+            return SAFETY_POLL if self._listening() else self.settings.poll_interval
+        if self.burst and self.executor.idle():
+            logger.info("worker %s: nothing is due, leaving (--burst)", self.id)
+            return None
+        # An empty look. With LISTEN a notification wakes us; without, poll, twice as long
+        # after each empty look. Either way, sleep no longer than until a job is due.
+        wait = SAFETY_POLL if self._listening() else poll.empty_look()
+        due = self._next_due()
+        return wait if due is None else max(0.0, min(wait, due))
+
+    def _retrying_once(self, query: Callable[[], T]) -> T:
+        # After a database restart this thread's connection is dead but the database is
+        # back: one fresh connection, at once, rather than a wait of a whole poll.
+        try:
+            return query()
+        except DatabaseError:
+            connections[self.store.queries.using].close()
+            return query()
+
+    def _next_due(self) -> float | None:
+        try:
+            return self._retrying_once(
+                lambda: self.store.next_due(
+                    task_names=self._task_names, queues=self.queues, excluded=self.excluded
+                )
+            )
+        except DatabaseError:
+            connections[self.store.queries.using].close()
+            return None
+
+    def _next_timer(self) -> float:
+        """The earliest of: an attempt's timeout, a job this process put back falling due."""
+        timers = [time.monotonic() + (1.0 if self._parent_pid is not None else SAFETY_POLL)]
+        timers += self.limits.timers()
+        deadline = self.executor.next_deadline()
+        if deadline is not None:
+            timers.append(deadline)
+        with self._due_lock:
+            if self._due_times:
+                timers.append(self._due_times[0])
+        return min(timers)
+
+    def _pop_due(self, now: float) -> bool:
+        """True if a job this process put back (retry, snooze) has fallen due since."""
+        due = False
+        with self._due_lock:
+            while self._due_times and self._due_times[0] <= now:
+                heapq.heappop(self._due_times)
+                due = True
+        return due
+
+    def _sleep(self, until: float) -> bool:
+        """Wait until ``until`` or an event; True if an event (slot, notification) woke us."""
+        timeout = until - time.monotonic()
+        woken = self._wake.wait(timeout) if timeout > 0 else self._wake.is_set()
+        self._wake.clear()
+        return woken
+
+    def _listening(self) -> bool:
+        return self.listener is not None and self.listener.connected.is_set()
 
     def _claim(self, limit: int) -> list[Any]:
         claimed = self.store.claim(
@@ -189,6 +281,7 @@ class Worker:
             excluded=self.excluded,
             limit=limit,
         )
+        logger.debug("looked for up to %s job(s), claimed %s", limit, len(claimed))
         self._claimed_total += len(claimed)
         for job in claimed:
             task = tasks.get(job.task_name)
@@ -201,9 +294,6 @@ class Worker:
             heapq.heappush(self._due_times, time.monotonic() + delay)
         # No wake-up here: the slot that called this frees itself next, and that wakes the
         # loop, which then sleeps until this job is due.
-
-    def _budget_spent(self) -> bool:
-        return self.max_jobs is not None and self._claimed_total >= self.max_jobs
 
     def _should_stop(self) -> bool:
         if self.heartbeat.error is not None or not self.heartbeat.alive:
@@ -223,7 +313,10 @@ class Worker:
         return False
 
     def _expire_timeouts(self) -> None:
-        for attempt in self.executor.expire():
+        expired = self.executor.expire()
+        if expired:
+            self._wake.set()  # their slots are free again: look for work
+        for attempt in expired:
             logger.error(
                 "job %s (%s): %s; its slot is freed and its late outcome will be discarded",
                 attempt.job.id,
@@ -235,6 +328,11 @@ class Worker:
     def _on_jobs_committed(self, sender: Any, *, queue: str, database: str, **kwargs: Any) -> None:
         # A job this process enqueued (a handler fanning out, say) needs no notification.
         if database == self.store.queries.using and self._serves(queue):
+            self._wake.set()
+
+    def _on_notify(self, queue: str) -> None:
+        if self._serves(queue):
+            logger.debug("worker %s: woken by a notification for queue %s", self.id, queue)
             self._wake.set()
 
     def _serves(self, queue: str) -> bool:
@@ -285,6 +383,8 @@ class Worker:
             )
         if not self.executor.wait_idle(self.shutdown_timeout):
             self._release_unfinished()
+        if self.listener is not None:
+            self.listener.stop()
         self.heartbeat.stop()
         try:
             self.store.deregister_worker(self.id)
@@ -339,8 +439,8 @@ class Worker:
 
 
 def default_pool(settings: conf.Settings) -> str:
-    """The pool a bare ``runjobs`` serves until the supervisor lands: "default", else the
-    catch-all, else the first one."""
+    """The pool a ``Worker`` built without one serves: "default", else the catch-all, else
+    the first one."""
     if "default" in settings.pools:
         return "default"
     catch_all = settings.catch_all_pool()

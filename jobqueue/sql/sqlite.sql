@@ -46,6 +46,30 @@ WHERE id IN (
 RETURNING id, task_name, queue, priority, args, kwargs, attempts, max_attempts, crashes,
           token, steps;
 
+-- name: next_due
+-- Seconds until the earliest pending job of this worker's tasks and queues is due (0 or less
+-- if one is due already), NULL if there is none: an idle worker sleeps until then.
+SELECT (julianday(min(run_at)) - julianday(%(now)s)) * 86400.0
+FROM jobqueue_job
+WHERE status = 'pending'
+  AND task_name IN (SELECT value FROM json_each(%(task_names)s))
+  AND (%(all_queues)s OR queue IN (SELECT value FROM json_each(%(queues)s)))
+  AND queue NOT IN (SELECT value FROM json_each(%(excluded)s));
+
+-- name: count_due
+-- How many jobs of these tasks and queues have been due since %(cutoff)s, counting no
+-- further than %(limit)s: the supervisor starts that many on-demand workers at most.
+SELECT count(*) FROM (
+    SELECT 1
+    FROM jobqueue_job
+    WHERE status = 'pending'
+      AND run_at <= %(cutoff)s
+      AND task_name IN (SELECT value FROM json_each(%(task_names)s))
+      AND (%(all_queues)s OR queue IN (SELECT value FROM json_each(%(queues)s)))
+      AND queue NOT IN (SELECT value FROM json_each(%(excluded)s))
+    LIMIT %(limit)s
+) AS due;
+
 -- name: succeed
 -- Fenced: only the attempt that holds the token, with SAFETY_BUFFER left on its lease.
 UPDATE jobqueue_job
@@ -151,7 +175,8 @@ FROM (
     WHERE candidate.status = 'running'
       AND ((%(expired)s AND candidate.lease_until < %(now)s)
            OR (candidate.worker = %(worker)s
-               AND candidate.token IN (SELECT value FROM json_each(%(tokens)s))))
+               AND (%(any_token)s
+                    OR candidate.token IN (SELECT value FROM json_each(%(tokens)s)))))
 ) AS lost
 WHERE jobqueue_job.id = lost.id AND jobqueue_job.status = 'running'
 RETURNING id, task_name, status, last_error;
@@ -160,3 +185,95 @@ RETURNING id, task_name, status, last_error;
 -- Forget workers that have not renewed for a whole lease; their jobs are recovered above.
 DELETE FROM jobqueue_worker WHERE last_heartbeat < %(cutoff)s;
 
+
+-- Operator side: Retry and Discard from the admin, `manage.py jobs` and scripts. {selection}
+-- is replaced by a subquery of job ids (operator_ids below, or a Django filter compiled to
+-- SQL), so a selection of any size is ONE statement, never a loop of saves.
+
+-- name: operator_ids
+-- The selection for an explicit list of job ids, given as JSON text.
+SELECT value FROM json_each(%(ids)s);
+
+-- name: operator_retry
+-- failed, abandoned or discarded -> pending, due now, with a fresh budget: attempts and
+-- crashes back to 0; errors, last_error and finished steps stay (the next attempt reuses the
+-- steps). The guards sit in the UPDATE's own WHERE, evaluated under SQLite's write lock:
+--  * a lease that has not run out means a worker may still be running the job (it renewed
+--    it, or a discarded job's worker has not noticed yet): left alone, the live worker wins;
+--  * a job whose idempotency key a newer unfinished job holds is left alone (the partial
+--    unique index would refuse it anyway); of several selected jobs sharing a key only the
+--    newest is retried, so the statement cannot collide with itself.
+WITH selected(id) AS (
+    {selection}
+),
+candidate AS (
+    SELECT job.id,
+           row_number() OVER (PARTITION BY job.idempotency_key ORDER BY job.id DESC) AS newest
+    FROM jobqueue_job AS job
+    WHERE job.id IN (SELECT id FROM selected)
+      AND job.status IN ('failed', 'abandoned', 'discarded')
+)
+UPDATE jobqueue_job
+SET status = 'pending', run_at = %(now)s, attempts = 0, crashes = 0, token = NULL,
+    lease_until = NULL, worker = NULL, finished_at = NULL, updated_at = %(now)s
+FROM candidate
+WHERE jobqueue_job.id = candidate.id
+  AND (jobqueue_job.idempotency_key IS NULL OR candidate.newest = 1)
+  AND jobqueue_job.status IN ('failed', 'abandoned', 'discarded')
+  AND (jobqueue_job.lease_until IS NULL OR jobqueue_job.lease_until < %(now)s)
+  AND NOT EXISTS (
+      SELECT 1 FROM jobqueue_job AS holder
+      WHERE holder.idempotency_key = jobqueue_job.idempotency_key
+        AND holder.status IN ('pending', 'running')
+        AND holder.id <> jobqueue_job.id
+  )
+RETURNING id;
+
+-- name: operator_retry_skipped
+-- Why each selected job operator_retry did not retry was left alone, counted by reason. Read
+-- after the UPDATE, for the report only: the UPDATE made the decision.
+WITH selected(id) AS (
+    {selection}
+)
+SELECT CASE
+           WHEN job.status NOT IN ('failed', 'abandoned', 'discarded') THEN job.status
+           WHEN job.lease_until >= %(now)s THEN 'lease'
+           WHEN EXISTS (
+               SELECT 1 FROM jobqueue_job AS holder
+               WHERE holder.idempotency_key = job.idempotency_key
+                 AND holder.status IN ('pending', 'running')
+                 AND holder.id <> job.id
+           ) THEN 'key'
+           ELSE 'changed'
+       END,
+       count(*)
+FROM jobqueue_job AS job
+WHERE job.id IN (SELECT id FROM selected)
+  AND job.id NOT IN (SELECT value FROM json_each(%(done)s))
+GROUP BY 1;
+
+-- name: operator_discard
+-- Any job but a succeeded (or already discarded) one -> discarded. Clearing the token fences
+-- off a running job's worker: its heartbeat renews nothing (and sets ctx.cancelled), and its
+-- outcome is refused. The lease is kept, so that a Retry waits until it has run out and the
+-- old attempt cannot still be running. Only a running job has a lease, so the lease returned
+-- tells the store how many were running.
+WITH selected(id) AS (
+    {selection}
+)
+UPDATE jobqueue_job
+SET status = 'discarded', token = NULL, finished_at = %(now)s, updated_at = %(now)s
+WHERE id IN (SELECT id FROM selected)
+  AND status IN ('pending', 'running', 'failed', 'abandoned')
+RETURNING id, lease_until;
+
+-- name: operator_discard_skipped
+-- The status of each selected job operator_discard left alone, counted, for the report.
+WITH selected(id) AS (
+    {selection}
+)
+SELECT job.status, count(*)
+FROM jobqueue_job AS job
+WHERE job.id IN (SELECT id FROM selected)
+  AND job.id NOT IN (SELECT value FROM json_each(%(done)s))
+GROUP BY 1;

@@ -30,3 +30,11 @@ def rebuild_feed(shop_id: int, seconds: float = 2.0) -> dict:
     """Slow: takes a couple of seconds."""
     time.sleep(seconds)
     return {"shop": shop_id, "rows": 1234}
+
+
+@task(queue="emails", max_attempts=5)
+def send_welcome_email(email: str) -> int:
+    """Enqueued by the signup view; sends one email."""
+    from django.core.mail import send_mail
+
+    return send_mail("Welcome!", "Thanks for signing up.", None, [email])

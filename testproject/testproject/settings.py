@@ -33,6 +33,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # A notice on every admin page while abandoned jobs wait for an operator.
+    "jobqueue.notice.AbandonedJobsMiddleware",
 ]
 
 ROOT_URLCONF = "testproject.urls"

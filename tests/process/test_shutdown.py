@@ -60,6 +60,9 @@ def test_a_second_signal_exits_at_once(start_worker, tmp_path):
     wait_for(started("block"), timeout=30, message="the job to start")
     worker.signal(signal.SIGTERM)
     wait_for(lambda: "stopped claiming" in worker.output(), timeout=10, message="the first stop")
+    worker.signal(signal.SIGTERM)  # the same stop delivered twice at once counts once
+    time.sleep(1.1)
+    assert worker.proc.poll() is None
     sent = time.monotonic()
     worker.signal(signal.SIGTERM)
     assert worker.wait(5) == 130

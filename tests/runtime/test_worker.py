@@ -3,6 +3,7 @@
 import datetime as dt
 import logging
 import threading
+import time
 
 import pytest
 from django.utils import timezone
@@ -272,3 +273,27 @@ def test_a_retry_wakes_its_own_worker_without_waiting_for_a_poll(settings):
         worker.stop()
         thread.join(10)
     assert [Job.objects.get(pk=j.pk).attempts for j in (soon, later)] == [2, 2]
+
+
+def test_time_limit_retires_the_worker_between_jobs(caplog):
+    tasks.slow.enqueue(0.6)
+    with caplog.at_level(logging.INFO, logger="jobqueue"):
+        assert Worker(time_limit=0.3).run() == EXIT_OK
+    assert Job.objects.get().status == "succeeded"  # the in-flight job was finished
+    assert "(time_limit); exiting to be restarted" in caplog.text
+
+
+def test_max_memory_retires_the_worker_after_a_job(caplog):
+    jobs = [tasks.add.enqueue(i, i) for i in range(3)]
+    with caplog.at_level(logging.INFO, logger="jobqueue"):
+        assert Worker(concurrency=1, max_memory=1024).run() == EXIT_OK
+    assert [Job.objects.get(pk=j.pk).status for j in jobs].count("succeeded") == 1
+    assert "over max_memory" in caplog.text
+
+
+def test_idle_timeout_exits_when_nothing_is_due(caplog):
+    started = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="jobqueue"):
+        assert Worker(idle_timeout=0.5).run() == EXIT_OK
+    assert time.monotonic() - started < 5
+    assert "(idle_timeout); exiting" in caplog.text

@@ -195,3 +195,11 @@ def fails_once_later(ctx):
     if ctx.attempt == 1:
         raise ConnectionError("first try fails")
     return "second try"
+
+
+try:
+    import django.tasks  # noqa: F401  (Django 6: register the django.tasks tasks too)
+except ImportError:
+    pass
+else:
+    from tests.testapp import django_tasks  # noqa: F401

@@ -70,8 +70,7 @@ def test_system_check_warns_without_a_catch_all_pool(settings):
     from jobqueue.checks import check_settings
 
     settings.JOBQUEUE = {"POOLS": {"fast": {"queues": ["emails"]}}}
-    [warning] = check_settings()
-    assert warning.id == "jobqueue.W002"
+    assert check_settings()[0].id == "jobqueue.W002"
 
 
 def test_system_check_warns_about_deferred_sqlite_transactions(settings):
@@ -91,3 +90,60 @@ def test_system_check_warns_about_deferred_sqlite_transactions(settings):
     finally:
         options["transaction_mode"] = saved
     assert check_database() == []
+
+
+def test_pool_options_have_defaults_and_limits():
+    pool = conf.build(
+        {
+            "POOLS": {
+                "slow": {
+                    "queues": "*",
+                    "processes": 2,
+                    "resident": False,
+                    "idle_timeout": 5,
+                    "max_memory": "512M",
+                    "max_jobs": 100,
+                    "time_limit": 3600,
+                }
+            }
+        }
+    ).pools["slow"]
+    assert (pool.processes, pool.resident, pool.idle_timeout) == (2, False, 5)
+    assert (pool.max_memory, pool.max_jobs, pool.time_limit) == (512 * 2**20, 100, 3600)
+    default = conf.build({}).pools["default"]
+    assert (default.processes, default.resident, default.max_memory) == (1, True, None)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_memory": "lots"}, 'JOBQUEUE["POOLS"]["p"]["max_memory"] must be a size'),
+        ({"max_memory": 0}, 'JOBQUEUE["POOLS"]["p"]["max_memory"] must be a size'),
+        ({"processes": 0}, 'JOBQUEUE["POOLS"]["p"]["processes"] must be a whole number'),
+        ({"resident": "no"}, 'JOBQUEUE["POOLS"]["p"]["resident"] must be True or False'),
+        ({"idle_timeout": 0}, 'JOBQUEUE["POOLS"]["p"]["idle_timeout"] must be more than zero'),
+        ({"time_limit": -5}, 'JOBQUEUE["POOLS"]["p"]["time_limit"] must be more than zero'),
+        ({"max_jobs": 1.5}, 'JOBQUEUE["POOLS"]["p"]["max_jobs"] must be a whole number'),
+    ],
+)
+def test_bad_pool_options_name_the_key(options, message):
+    with pytest.raises(ImproperlyConfigured) as excinfo:
+        conf.build({"POOLS": {"p": {"queues": "*", **options}}})
+    assert message in str(excinfo.value)
+
+
+def test_system_check_errors_for_a_task_queue_no_pool_serves(settings):
+    from jobqueue.checks import check_settings
+
+    # tests.testapp.tasks.send_email uses queue "emails"; shop's tasks use "feeds" and others.
+    settings.JOBQUEUE = {"POOLS": {"fast": {"queues": ["emails"]}}, "ROUTING": {"feeds": "fast"}}
+    messages = check_settings()
+    assert messages[0].id == "jobqueue.W002"
+    errors = {m.msg.split('"')[1]: m for m in messages if m.id == "jobqueue.E003"}
+    assert "default" in errors and "emails" not in errors and "feeds" not in errors
+    assert "tests.testapp.tasks.add" in errors["default"].msg
+
+
+def test_a_queue_listed_by_two_pools_is_refused():
+    with pytest.raises(ImproperlyConfigured, match='queue "emails" is listed by both "a" and "b"'):
+        conf.build({"POOLS": {"a": {"queues": ["emails"]}, "b": {"queues": ["emails", "x"]}}})

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
-from django.db.models import Count
 
-from jobqueue import states
-from jobqueue.models import Job, Worker
+from jobqueue import overview
+from jobqueue.management import operator_commands
 from jobqueue.store import Store
 
 
@@ -17,48 +18,95 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-        sub.add_parser("queues", help="jobs per queue and status")
-        sub.add_parser("workers", help="live workers, their pool, queues and jobs held")
+        queues = sub.add_parser("queues", help="per queue: its pool, due, scheduled, running, ...")
+        workers = sub.add_parser("workers", help="live workers by pool, with the jobs they hold")
+        for parser_ in (queues, workers):
+            parser_.add_argument(
+                "--json", action="store_true", dest="as_json", help="print JSON instead of a table"
+            )
         sub.add_parser("prune", help='delete finished jobs older than JOBQUEUE["RETENTION"] now')
+        operator_commands.add_parsers(sub)
 
     def handle(self, *args: Any, action: str, **options: Any) -> None:
-        getattr(self, f"_{action}")()
+        getattr(self, f"_{action}")(**options)
 
-    def _queues(self) -> None:
-        columns = list(states.Status.values)
-        counts: dict[str, dict[str, int]] = {}
-        for row in Job.objects.order_by().values("queue", "status").annotate(n=Count("id")):
-            counts.setdefault(row["queue"], {})[row["status"]] = row["n"]
-        width = max([len("queue"), *map(len, counts)])
-        self.stdout.write(f"{'queue':<{width}}  " + "  ".join(f"{c:>9}" for c in columns))
-        for queue in sorted(counts):
-            cells = "  ".join(f"{counts[queue].get(c, 0):>9}" for c in columns)
-            self.stdout.write(f"{queue:<{width}}  {cells}")
-        if not counts:
-            self.stdout.write("(no jobs)")
-
-    def _workers(self) -> None:
-        held = dict(
-            Job.objects.filter(status=states.RUNNING)
-            .order_by()
-            .values_list("worker")
-            .annotate(n=Count("id"))
+    def _queues(self, *, as_json: bool = False, **options: Any) -> None:
+        rows = overview.queue_rows()
+        if as_json:
+            self.stdout.write(json.dumps([r.as_dict() for r in rows], indent=2))
+            return
+        if not rows:
+            self.stdout.write("(no jobs and no configured queues)")
+            return
+        header = (
+            "queue",
+            "pool",
+            "due",
+            "scheduled",
+            "running",
+            "failed",
+            "abandoned",
+            "oldest due",
         )
-        workers = list(Worker.objects.all())
-        for w in workers:
-            queues = w.queues.get("queues")
-            served = "*" if queues is None else ",".join(queues)
-            if w.queues.get("excluded"):
-                served += " except " + ",".join(w.queues["excluded"])
-            self.stdout.write(
-                f"{w.id}  pool={w.pool}  queues={served}  concurrency={w.concurrency}  "
-                f"held={held.get(w.id, 0)}  last_heartbeat={w.last_heartbeat.isoformat()}"
+        table = [header] + [
+            (
+                r.queue,
+                r.pool or "NO POOL",
+                *(str(n) for n in (r.due, r.scheduled, r.running, r.failed, r.abandoned)),
+                _age(r.oldest_due_seconds),
             )
-        if not workers:
-            self.stdout.write("(no live workers)")
+            for r in rows
+        ]
+        self._table(table)
+        for r in rows:
+            if r.pool is None:
+                self.stderr.write(
+                    f'queue "{r.queue}" is served by no pool: its jobs will never run. List it '
+                    'in a pool\'s queues, route it in JOBQUEUE["ROUTING"], or add a catch-all pool.'
+                )
 
-    def _prune(self) -> None:
+    def _workers(self, *, as_json: bool = False, **options: Any) -> None:
+        rows = overview.worker_rows()
+        if as_json:
+            self.stdout.write(json.dumps([r.as_dict() for r in rows], indent=2))
+            return
+        if not rows:
+            self.stdout.write("(no live workers)")
+            return
+        header = ("pool", "worker", "queues", "threads", "held", "last heartbeat")
+        self._table(
+            [header]
+            + [
+                (r.pool, r.id, r.queues, str(r.concurrency), str(r.held), r.last_heartbeat)
+                for r in rows
+            ]
+        )
+
+    def _table(self, rows: Sequence[Sequence[str]]) -> None:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            self.stdout.write(
+                "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            )
+
+    def _retry(self, **options: Any) -> None:
+        operator_commands.run(self, "retry", options)
+
+    def _discard(self, **options: Any) -> None:
+        operator_commands.run(self, "discard", options)
+
+    def _prune(self, **options: Any) -> None:
         deleted = Store().prune()
         total = sum(deleted.values())
         detail = ", ".join(f"{n} {status}" for status, n in deleted.items() if n)
         self.stdout.write(f"pruned {total} job(s){': ' + detail if detail else ''}")
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

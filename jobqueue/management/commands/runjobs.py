@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import socket
 import sys
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobqueue import conf
 from jobqueue.runtime import shutdown
-from jobqueue.runtime.worker import Worker, default_pool
+from jobqueue.runtime.worker import Worker
+from jobqueue.supervisor.supervisor import Supervisor
 
 
 def positive_int(value: str) -> int:
@@ -34,33 +38,52 @@ def seconds(value: str) -> float:
     return number
 
 
+def positive_seconds(value: str) -> float:
+    number = seconds(value)
+    if number == 0:
+        raise argparse.ArgumentTypeError("expected more than 0 seconds")
+    return number
+
+
+def memory(value: str) -> int:
+    try:
+        return conf.memory_size("--max-memory", value)
+    except ImproperlyConfigured:
+        raise argparse.ArgumentTypeError(
+            f'expected a size such as "512M" or "2G", got {value!r}'
+        ) from None
+
+
 class Command(BaseCommand):
-    help = "Run a worker that claims and runs jobs until it is stopped (SIGTERM or Ctrl-C)."
+    help = (
+        "Run the workers: without --pool, a supervisor that keeps every pool of "
+        'JOBQUEUE["POOLS"] running; with --pool, one worker process for that pool. '
+        "SIGTERM or Ctrl-C stops within SHUTDOWN_TIMEOUT."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--pool",
-            help='the pool from JOBQUEUE["POOLS"] to serve (default: "default", else the '
-            "catch-all pool)",
+            help='run one worker for this pool of JOBQUEUE["POOLS"] instead of the supervisor',
         )
         parser.add_argument(
             "--queue",
             action="append",
             default=[],
             metavar="NAME",
-            help="serve this queue instead of the pool's own (repeat for several)",
+            help="with --pool: serve this queue instead of the pool's own (repeatable)",
         )
         parser.add_argument(
             "--exclude-queue",
             action="append",
             default=[],
             metavar="NAME",
-            help="leave this queue alone, in addition to what the pool leaves (repeatable)",
+            help="with --pool: leave this queue alone, besides what the pool leaves (repeatable)",
         )
         parser.add_argument(
             "--concurrency",
             type=positive_int,
-            help="jobs run at once, one thread each (default: the pool's concurrency)",
+            help="jobs run at once per process, one thread each (default: the pool's)",
         )
         parser.add_argument(
             "--burst",
@@ -70,24 +93,43 @@ class Command(BaseCommand):
         parser.add_argument(
             "--max-jobs",
             type=positive_int,
-            help="stop claiming after this many jobs, finish, and exit (status 0)",
+            help="claim no more than this many jobs, finish them and exit (default: the pool's)",
+        )
+        parser.add_argument(
+            "--max-memory",
+            type=memory,
+            metavar="SIZE",
+            help='between jobs, past this resident memory ("512M"), finish and exit '
+            "(default: the pool's)",
+        )
+        parser.add_argument(
+            "--idle-timeout",
+            type=positive_seconds,
+            metavar="SECONDS",
+            help="exit after this long with nothing due (default: the pool's, if on demand)",
         )
         parser.add_argument(
             "--shutdown-timeout",
             type=seconds,
-            help="seconds to wait for in-flight jobs when stopping (default: "
-            'JOBQUEUE["SHUTDOWN_TIMEOUT"])',
+            metavar="SECONDS",
+            help='seconds in-flight jobs get when stopping (default: JOBQUEUE["SHUTDOWN_TIMEOUT"])',
         )
+        # Set by the supervisor so that it knows its child's worker id before it registers.
+        parser.add_argument("--worker-tag", help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
         settings = conf.get()
-        pool = options["pool"] or default_pool(settings)
+        _log_to_stderr(options["verbosity"])
+        if options["pool"] is None:
+            self._supervise(settings, options)
+            return
+        pool = options["pool"]
         if pool not in settings.pools:
             raise CommandError(
                 f'--pool {pool!r} is not in JOBQUEUE["POOLS"]; the pools are: '
                 f"{', '.join(settings.pools)}."
             )
-        _log_to_stderr(options["verbosity"])
+        tag = options["worker_tag"]
         worker = Worker(
             pool=pool,
             queues=options["queue"],
@@ -95,17 +137,41 @@ class Command(BaseCommand):
             concurrency=options["concurrency"],
             burst=options["burst"],
             max_jobs=options["max_jobs"],
+            max_memory=options["max_memory"],
+            idle_timeout=options["idle_timeout"],
             shutdown_timeout=options["shutdown_timeout"],
+            worker_id=f"{socket.gethostname()}:{os.getpid()}:{tag}" if tag else None,
             settings=settings,
         )
         if worker.queues == ():
             raise CommandError(
                 "this worker would serve no queue: check --queue and --exclude-queue."
             )
-        shutdown.install(worker)
+        shutdown.install(worker, supervised=bool(tag))
+        if tag:
+            shutdown.stop_with_parent(worker, os.getppid())
         exit_code = worker.run()
         if exit_code:
             sys.exit(exit_code)
+
+    def _supervise(self, settings: conf.Settings, options: dict[str, Any]) -> None:
+        for name in ("queue", "exclude_queue"):
+            if options[name]:
+                flag = "--" + name.replace("_", "-")
+                raise CommandError(f"{flag} needs --pool: it narrows one pool's worker.")
+        passed = []
+        for name in ("concurrency", "max_jobs", "max_memory", "shutdown_timeout"):
+            if options[name] is not None:
+                passed += ["--" + name.replace("_", "-"), str(options[name])]
+        supervisor = Supervisor(
+            worker_args=passed,
+            idle_timeout=options["idle_timeout"],
+            burst=options["burst"],
+            shutdown_timeout=options["shutdown_timeout"],
+            settings=settings,
+        )
+        supervisor.install_signal_handlers()
+        supervisor.run()
 
 
 def _log_to_stderr(verbosity: int) -> None:

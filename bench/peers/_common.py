@@ -1,0 +1,67 @@
+"""What every peer driver shares: its options, the stamp file, and the one-line JSON reply.
+
+A driver runs in its peer's own virtualenv (``bench/.venvs/<peer>``), never in the bench
+process: ``python bench/peers/<driver>.py COMMAND [options]``. It reads its database from
+``BENCH_DSN`` and prints ONE JSON object on its last stdout line; the worker command prints
+nothing and exits when the queue is empty (``--burst``) or on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+DSN = os.environ.get("BENCH_DSN", "")
+Command = Callable[[argparse.Namespace], dict[str, Any] | None]
+
+
+def stamp(n: int) -> None:
+    """The W4 handler's body: record the moment it runs, as ``n wall-clock-time``."""
+    with open(os.environ["BENCH_STAMP_FILE"], "a") as file:
+        file.write(f"{n} {time.time()!r}\n")
+
+
+def paced(start: int, jobs: int, interval: float, enqueue: Callable[[int], object]) -> list[float]:
+    """Enqueue stamp jobs ``start..`` one every ``interval`` s; the time each commit returned."""
+    committed = []
+    t0 = time.time()
+    for i in range(jobs):
+        delay = t0 + i * interval - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        enqueue(start + i)
+        committed.append(time.time())
+    return committed
+
+
+def timed(block: Callable[[], object]) -> dict[str, Any]:
+    start = time.perf_counter()
+    block()
+    return {"seconds": time.perf_counter() - start}
+
+
+def stop_on_sigterm() -> None:
+    """For workers without a clean stop of their own: SIGTERM exits at once."""
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+
+
+def main(commands: dict[str, Command]) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command", choices=sorted(commands))
+    parser.add_argument("--jobs", type=int, default=0)
+    parser.add_argument("--bulk", action="store_true", help="enqueue: one bulk call")
+    parser.add_argument("--setting", default="default", help="work: default or tuned")
+    parser.add_argument("--burst", action="store_true", help="work: exit when the queue is empty")
+    parser.add_argument("--start", type=int, default=0, help="stamp: the first job's number")
+    parser.add_argument("--interval", type=float, default=0.0, help="stamp: seconds apart")
+    args = parser.parse_args()
+    reply = commands[args.command](args)
+    if reply is not None:
+        print(json.dumps(reply), flush=True)
+    sys.stdout.flush()

@@ -1,0 +1,22 @@
+"""Django settings for the django-tasks-db peer: django.tasks with the database backend."""
+
+import os
+from urllib.parse import urlsplit
+
+_url = urlsplit(os.environ["BENCH_DSN"])
+SECRET_KEY = "bench"
+DEBUG = False
+USE_TZ = True
+INSTALLED_APPS = ["django_tasks_db"]
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": _url.path.lstrip("/"),
+        "USER": _url.username or "",
+        "PASSWORD": _url.password or "",
+        "HOST": _url.hostname or "",
+        "PORT": _url.port or "",
+    }
+}
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}

@@ -1,0 +1,81 @@
+"""django-tasks-db: Django's ``django.tasks`` with the database backend and its db_worker."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import django
+
+django.setup()  # DJANGO_SETTINGS_MODULE=dtdb_settings, from the bench
+
+from _common import main, paced, stamp, stop_on_sigterm, timed  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.tasks import task  # noqa: E402
+from django_tasks_db.models import DBTaskResult  # noqa: E402
+
+
+@task
+def noop(n: int) -> None:
+    """Do nothing."""
+
+
+@task
+def stamp_task(n: int) -> None:
+    stamp(n)
+
+
+def setup(args: argparse.Namespace) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    call_command("migrate", verbosity=0)
+
+
+def reset(args: argparse.Namespace) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {DBTaskResult._meta.db_table}")
+
+
+def enqueue(args: argparse.Namespace) -> dict[str, Any]:
+    connection.ensure_connection()
+    return timed(lambda: [noop.enqueue(n) for n in range(args.jobs)])
+
+
+def stamps(args: argparse.Namespace) -> dict[str, Any]:
+    connection.ensure_connection()
+    return {"committed": paced(args.start, args.jobs, args.interval, stamp_task.enqueue)}
+
+
+def work(args: argparse.Namespace) -> None:
+    stop_on_sigterm()
+    call_command("db_worker", batch=args.burst, verbosity=0)
+
+
+def succeeded(args: argparse.Namespace) -> dict[str, Any]:
+    return {"succeeded": DBTaskResult.objects.successful().count()}
+
+
+def versions(args: argparse.Namespace) -> dict[str, Any]:
+    from importlib.metadata import version
+
+    return {
+        "versions": {
+            "django-tasks-db": version("django-tasks-db"),
+            "Django (peer)": django.get_version(),
+        }
+    }
+
+
+if __name__ == "__main__":
+    main(
+        {
+            "setup": setup,
+            "reset": reset,
+            "enqueue": enqueue,
+            "stamp": stamps,
+            "work": work,
+            "succeeded": succeeded,
+            "versions": versions,
+        }
+    )

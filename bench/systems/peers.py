@@ -1,0 +1,230 @@
+"""The peers: each in its own virtualenv, driven through a script in ``bench/peers/``.
+
+The bench process never imports a peer. Each peer gets ``bench/.venvs/<venv>``, created
+with Python 3.12 and the pinned packages below on first use (and again when the pins
+change), and every operation is one run of ``<venv python> bench/peers/<driver> COMMAND``
+that prints one JSON line (see ``bench/peers/_common.py``).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+import psycopg
+from psycopg import sql
+
+from bench.systems.base import REPO, System
+
+PEERS = REPO / "bench" / "peers"
+VENVS = REPO / "bench" / ".venvs"
+PSYCOPG = "psycopg[binary]==3.3.9"
+
+
+def python312() -> str:
+    """A Python 3.12 interpreter for the peers' virtualenvs (``BENCH_PYTHON`` overrides)."""
+    pyenv = sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.12*/bin/python")))
+    candidates = [os.environ.get("BENCH_PYTHON"), shutil.which("python3.12"), *pyenv]
+    for candidate in [*candidates, sys.executable]:
+        if (
+            candidate
+            and subprocess.run(
+                [candidate, "-c", "import sys; assert sys.version_info[:2] == (3, 12)"],
+                capture_output=True,
+                check=False,
+            ).returncode
+            == 0
+        ):
+            return candidate
+    sys.exit("no Python 3.12 found for the peers' virtualenvs: set BENCH_PYTHON")
+
+
+def server_url() -> str:
+    """The bench database's server, without a database name: the peers' databases are there."""
+    return urlsplit(os.environ["DATABASE_URL"])._replace(path="").geturl()
+
+
+def create_database(name: str) -> None:
+    with psycopg.connect(f"{server_url()}/postgres", autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+class Peer(System):
+    """One peer: ``venv`` with ``requirements``, ``driver`` in bench/peers/, ``dbname``."""
+
+    venv: ClassVar[str]
+    requirements: ClassVar[list[str]]
+    driver: ClassVar[str]
+    dbname: ClassVar[str]
+    env: ClassVar[dict[str, str]] = {}
+    about: ClassVar[list[str]] = []
+
+    @property
+    def python(self) -> Path:
+        return VENVS / self.venv / "bin" / "python"
+
+    def ensure_venv(self) -> None:
+        marker = VENVS / self.venv / "bench-requirements.txt"
+        wanted = "\n".join(self.requirements) + "\n"
+        if marker.exists() and marker.read_text() == wanted and self.python.exists():
+            return
+        print(f"installing {' '.join(self.requirements)} into {VENVS / self.venv}", file=sys.stderr)
+        subprocess.run([python312(), "-m", "venv", "--clear", str(VENVS / self.venv)], check=True)
+        pip = [str(self.python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        subprocess.run([*pip, *self.requirements], check=True)
+        marker.write_text(wanted)
+
+    def worker_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DATABASE_URL")}
+        env.pop("DJANGO_SETTINGS_MODULE", None)
+        return {
+            **env,
+            **self.env,
+            "PYTHONPATH": str(PEERS),
+            "BENCH_DSN": f"{server_url()}/{self.dbname}",
+        }
+
+    def call(self, command: str, *options: str) -> dict[str, Any]:
+        proc = subprocess.run(
+            [str(self.python), str(PEERS / self.driver), command, *options],
+            env=self.worker_env(),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if proc.returncode:
+            raise RuntimeError(f"{self.name} {command} failed:\n{proc.stderr[-3000:]}")
+        lines = proc.stdout.strip().splitlines()
+        return json.loads(lines[-1]) if lines else {}
+
+    def setup(self) -> None:
+        self.ensure_venv()
+        create_database(self.dbname)
+        self.call("setup")
+
+    def reset(self) -> None:
+        self.call("reset")
+
+    def enqueue_one_by_one(self, jobs: int) -> None:
+        self.call("enqueue", "--jobs", str(jobs))
+
+    def enqueue_bulk(self, jobs: int) -> None:
+        self.call("enqueue", "--jobs", str(jobs), "--bulk")
+
+    def time_enqueue(self, jobs: int, bulk: bool) -> float:
+        """Timed inside the driver: its interpreter start-up and imports are not counted."""
+        bulk_option = ["--bulk"] if bulk else []
+        return float(self.call("enqueue", "--jobs", str(jobs), *bulk_option)["seconds"])
+
+    def stamp(self, start: int, jobs: int, interval: float) -> list[float]:
+        options = [f"--start={start}", "--jobs", str(jobs), "--interval", str(interval)]
+        return [float(t) for t in self.call("stamp", *options)["committed"]]
+
+    def database(self) -> str:
+        return self.dbname
+
+    def worker_command(self, setting: str, burst: bool = True) -> list[str]:
+        command = [str(self.python), str(PEERS / self.driver), "work", "--setting", setting]
+        return command + (["--burst"] if burst else [])
+
+    def succeeded(self) -> int:
+        return int(self.call("succeeded")["succeeded"])
+
+    def versions(self) -> dict[str, str]:
+        return dict(self.call("versions")["versions"])
+
+    def notes(self) -> list[str]:
+        pins = ", ".join(f"`{r}`" for r in self.requirements)
+        return [f"installed in `bench/.venvs/{self.venv}` from PyPI: {pins}.", *self.about]
+
+
+class Procrastinate(Peer):
+    name = "procrastinate"
+    venv = "procrastinate"
+    requirements = ["procrastinate==3.10.0", PSYCOPG]
+    driver = "peer_procrastinate.py"
+    dbname = "procrastinate_bench"
+    slow = True
+    drain_settings = {
+        "default": "`run_worker(wait=False)`: concurrency 1",
+        "tuned": "`run_worker(wait=False, concurrency=16)`",
+    }
+    about = [
+        "driven with its PsycopgConnector (psycopg 3, async) and its own schema "
+        "(`schema_manager.apply_schema()`); sync `defer()` for W1, `batch_defer()` for W2."
+    ]
+
+
+class PgQueuer(Peer):
+    name = "pgqueuer"
+    venv = "pgqueuer"
+    requirements = ["pgqueuer==1.6.0", PSYCOPG]
+    driver = "peer_pgqueuer.py"
+    dbname = "pgqueuer_bench"
+    drain_settings = {
+        "default": "`QueueManager.run(mode=drain)`: batch_size 10",
+        "tuned": "`QueueManager.run(mode=drain, batch_size=100)`",
+    }
+    about = [
+        "driven with its PsycopgDriver (psycopg 3; async for the worker, `SyncQueries` "
+        "for enqueue) and its own schema (`Queries.install()`)."
+    ]
+
+
+class DjangoTasksDb(Peer):
+    name = "django-tasks-db"
+    venv = "django-tasks-db"
+    requirements = ["Django==6.1.3", "django-tasks-db==0.13.0", PSYCOPG]
+    driver = "peer_django_tasks_db.py"
+    dbname = "django_tasks_db_bench"
+    env = {"DJANGO_SETTINGS_MODULE": "dtdb_settings"}
+    slow = True
+    skips = frozenset({"W2"})  # django.tasks has no bulk enqueue
+    drain_settings = {"default": "`manage.py db_worker --batch` (no concurrency option)"}
+    about = [
+        "Django's `django.tasks` with `django_tasks_db.DatabaseBackend`, its migrations "
+        "applied; `Task.enqueue()` for W1 (no bulk API: no W2), `db_worker` for the worker."
+    ]
+
+
+class Raw(Peer):
+    name = "raw-1"
+    venv = "raw"
+    requirements = [PSYCOPG]
+    driver = "peer_raw.py"
+    dbname = "raw_bench"
+    env = {"BENCH_RAW_BATCH": "1"}
+    drain_settings = {
+        "default": "1 job per transaction, 1 thread",
+        "tuned": "1 job per transaction, 4 threads",
+    }
+    about = [
+        "raw psycopg: claim with `SELECT ... FOR UPDATE SKIP LOCKED`, run, mark succeeded, "
+        "commit; enqueue is one INSERT with `pg_notify` in the same statement; an idle "
+        "worker waits on LISTEN with a look every 30 s."
+    ]
+
+
+class RawBatched(Raw):
+    name = "raw-100"
+    dbname = "raw_bench"
+    env = {"BENCH_RAW_BATCH": "100"}
+    skips = frozenset({"W1", "W2", "W4", "W5"})  # the same code as raw-1 there
+    drain_settings = {
+        "default": "100 jobs per statement, 1 thread",
+        "tuned": "100 jobs per statement, 4 threads",
+    }
+    about = ["raw-1's code, claiming and finishing 100 jobs per statement."]
+
+    def notes(self) -> list[str]:
+        return self.about

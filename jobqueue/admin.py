@@ -1,0 +1,402 @@
+"""The operator's admin: read-only job pages, Retry and Discard, queues and live workers.
+
+Nobody edits a job by hand: every page is read-only, and the only changes are the two
+actions (and the matching buttons on a job's page), which go through
+:class:`jobqueue.store.Store` like every other status change.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from functools import cached_property
+from typing import Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db import connections
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_POST
+
+from jobqueue import actions, conf, display, notice, overview, states
+from jobqueue.models import Job, QueueSummary, Worker
+from jobqueue.store import Store
+
+RETRYABLE = (states.FAILED, states.ABANDONED, states.DISCARDED)
+DISCARDABLE = (states.PENDING, states.RUNNING, states.FAILED, states.ABANDONED)
+
+
+class EstimatedCountPaginator(Paginator):
+    """Exact counts, except for the whole of a large table on PostgreSQL.
+
+    ``count(*)`` over millions of finished rows reads them all; the planner's estimate
+    (``pg_class.reltuples``, kept by autovacuum) is free and close enough to number pages.
+    A filtered list is counted exactly: its filter has an index to use.
+    """
+
+    ESTIMATE_ABOVE = 10_000
+
+    @cached_property
+    def count(self) -> int:
+        estimate = planner_estimate(self.object_list)
+        if estimate is not None and estimate > self.ESTIMATE_ABOVE:
+            return estimate
+        return super().count
+
+
+def planner_estimate(queryset: Any) -> int | None:
+    """PostgreSQL's row estimate for an unfiltered queryset's table, or ``None``."""
+    if not isinstance(queryset, QuerySet) or queryset.query.has_filters():
+        return None
+    connection = connections[queryset.db]
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
+            [queryset.model._meta.db_table],
+        )
+        row = cursor.fetchone()
+    # -1: never vacuumed or analysed, so no estimate yet.
+    return int(row[0]) if row and row[0] >= 0 else None
+
+
+class ReadOnlyMixin:
+    """No adding, no editing, no deleting: the store owns every change."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Job)
+class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = (
+        "id",
+        "task_name",
+        "queue",
+        "status_badge",
+        "attempts_of",
+        "crashes",
+        "run_at",
+        "updated_at",
+        "error",
+    )
+    list_display_links = ("id", "task_name")
+    list_filter = ("status", "queue", "task_name", "enqueued_at", "finished_at")
+    search_fields = ("task_name", "=idempotency_key")
+    search_help_text = _("Search by id, task name (or part of it) or idempotency key.")
+    list_per_page = 50
+    # The "(N total)" link would count the whole table on every filtered page.
+    show_full_result_count = False
+    paginator = EstimatedCountPaginator
+    actions = (actions.retry, actions.discard)
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    ("id", "status_badge"),
+                    ("task_name", "queue", "priority"),
+                    ("attempts_of", "crashes", "on_crash"),
+                    ("run_at", "idempotency_key"),
+                    "error",
+                )
+            },
+        ),
+        (_("Arguments and result"), {"fields": ("args_json", "kwargs_json", "result_json")}),
+        (_("Errors"), {"fields": ("errors_html",)}),
+        (_("Steps done"), {"fields": ("steps_html",)}),
+        (_("Timeline"), {"fields": ("timeline_html",)}),
+        (_("Owner"), {"fields": (("worker", "lease_until"),)}),
+    )
+    readonly_fields = (
+        "id",
+        "status_badge",
+        "task_name",
+        "queue",
+        "priority",
+        "attempts_of",
+        "crashes",
+        "on_crash",
+        "run_at",
+        "idempotency_key",
+        "error",
+        "args_json",
+        "kwargs_json",
+        "result_json",
+        "errors_html",
+        "steps_html",
+        "timeline_html",
+        "worker",
+        "lease_until",
+    )
+
+    def has_change_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        # The change permission is what the actions need; a job's page itself is only ever
+        # shown read-only, so nobody can save a job's fields by hand.
+        if obj is not None:
+            return False
+        return super().has_change_permission(request)
+
+    # -- columns -------------------------------------------------------------------------
+
+    @admin.display(description=_("status"), ordering="status")
+    def status_badge(self, job: Job) -> SafeString:
+        return display.status_badge(job.status)
+
+    @admin.display(description=_("attempts"), ordering="attempts")
+    def attempts_of(self, job: Job) -> str:
+        return f"{job.attempts} / {job.max_attempts}"
+
+    @admin.display(description=_("last error"))
+    def error(self, job: Job) -> str:
+        return display.first_line(job.last_error)
+
+    @admin.display(description=_("args"))
+    def args_json(self, job: Job) -> SafeString:
+        return display.pretty_json(job.args)
+
+    @admin.display(description=_("kwargs"))
+    def kwargs_json(self, job: Job) -> SafeString:
+        return display.pretty_json(job.kwargs)
+
+    @admin.display(description=_("result"))
+    def result_json(self, job: Job) -> SafeString:
+        return display.pretty_json(job.result)
+
+    @admin.display(description=_("errors"))
+    def errors_html(self, job: Job) -> SafeString:
+        return display.errors(job)
+
+    @admin.display(description=_("steps"))
+    def steps_html(self, job: Job) -> SafeString:
+        return display.steps(job)
+
+    @admin.display(description=_("timeline"))
+    def timeline_html(self, job: Job) -> SafeString:
+        return display.timeline(job)
+
+    # -- search --------------------------------------------------------------------------
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
+    ) -> tuple[QuerySet[Job], bool]:
+        results, duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip().lstrip("#")
+        if term.isdigit():
+            results |= queryset.filter(pk=int(term))
+        return results, duplicates
+
+    # -- pages ---------------------------------------------------------------------------
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        changelist = reverse(f"{self.admin_site.name}:jobqueue_job_changelist")
+        context = {
+            "title": _("Jobs"),
+            "jobqueue_failed_url": f"{changelist}?status__exact={states.FAILED}",
+            "jobqueue_abandoned_url": f"{changelist}?status__exact={states.ABANDONED}",
+            "jobqueue_abandoned_count": notice.abandoned_count(),
+            "jobqueue_queues_url": reverse(
+                f"{self.admin_site.name}:jobqueue_queuesummary_changelist"
+            ),
+            "jobqueue_workers_url": reverse(f"{self.admin_site.name}:jobqueue_worker_changelist"),
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, context)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        job = self.get_object(request, object_id)
+        if job is not None and super().has_change_permission(request):
+            context["jobqueue_retry_url"] = self._url("retry", job) if can_retry(job) else None
+            context["jobqueue_discard_url"] = (
+                self._url("discard", job) if job.status in DISCARDABLE else None
+            )
+        return super().change_view(request, object_id, form_url, context)
+
+    def _url(self, action: str, job: Job) -> str:
+        return reverse(f"{self.admin_site.name}:jobqueue_job_{action}", args=[job.pk])
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path(
+                "<int:object_id>/retry/",
+                wrap(require_POST(self.retry_view)),
+                name="jobqueue_job_retry",
+            ),
+            path(
+                "<int:object_id>/discard/",
+                wrap(require_POST(self.discard_view)),
+                name="jobqueue_job_discard",
+            ),
+            *super().get_urls(),
+        ]
+
+    def retry_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        return self._operate(request, object_id, "retry")
+
+    def discard_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        return self._operate(request, object_id, "discard")
+
+    def _operate(self, request: HttpRequest, object_id: int, action: str) -> HttpResponse:
+        """One job's Retry or Discard button: the same store call as the actions."""
+        if not super().has_change_permission(request):
+            raise PermissionDenied
+        jobs = self.get_queryset(request)
+        job = get_object_or_404(jobs, pk=object_id)
+        store = Store(jobs.db)
+        outcome = store.retry_jobs([job.pk]) if action == "retry" else store.discard_jobs([job.pk])
+        actions.report(self, request, outcome)
+        return HttpResponseRedirect(
+            reverse(f"{self.admin_site.name}:jobqueue_job_change", args=[job.pk])
+        )
+
+
+def can_retry(job: Job) -> bool:
+    """Whether the Retry button makes sense now (the store decides again when it is pressed)."""
+    if job.status not in RETRYABLE:
+        return False
+    return job.lease_until is None or job.lease_until < timezone.now()
+
+
+@admin.register(Worker)
+class WorkerAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = (
+        "id",
+        "hostname",
+        "pid",
+        "pool",
+        "served_queues",
+        "concurrency",
+        "held_jobs",
+        "started_at",
+        "last_heartbeat",
+        "alive",
+    )
+    list_filter = ("pool", "hostname")
+    search_fields = ("id", "hostname")
+
+    def has_change_permission(self, request: HttpRequest, obj: Worker | None = None) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Worker]:
+        held = (
+            Job.objects.filter(status=states.RUNNING, worker=OuterRef("pk"))
+            .order_by()
+            .values("worker")
+            .annotate(n=Count("id"))
+            .values("n")
+        )
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(held=Coalesce(Subquery(held, output_field=IntegerField()), Value(0)))
+        )
+
+    @admin.display(description=_("queues"))
+    def served_queues(self, worker: Worker) -> str:
+        queues = worker.queues.get("queues")
+        served = "*" if queues is None else ", ".join(queues)
+        if worker.queues.get("excluded"):
+            served += " " + str(_("except")) + " " + ", ".join(worker.queues["excluded"])
+        return served
+
+    @admin.display(description=_("jobs held"), ordering="held")
+    def held_jobs(self, worker: Worker) -> SafeString:
+        url = reverse(f"{self.admin_site.name}:jobqueue_job_changelist")
+        query = urlencode({"status__exact": states.RUNNING, "worker": worker.pk})
+        return format_html('<a href="{}?{}">{}</a>', url, query, worker.held)  # type: ignore[attr-defined]
+
+    @admin.display(description=_("alive"), boolean=True)
+    def alive(self, worker: Worker) -> bool:
+        lease = dt.timedelta(seconds=conf.get().lease)
+        return worker.last_heartbeat > timezone.now() - lease
+
+
+@admin.register(QueueSummary)
+class QueueSummaryAdmin(admin.ModelAdmin):
+    """Per queue: its pool and its jobs by state, the figures of ``manage.py jobs queues``."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return notice.may_view_jobs(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        info = (self.opts.app_label, self.opts.model_name)
+        return [
+            path(
+                "",
+                self.admin_site.admin_view(self.changelist_view),
+                name="{}_{}_changelist".format(*info),
+            )
+        ]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        jobs_url = reverse(f"{self.admin_site.name}:jobqueue_job_changelist")
+
+        def link(queue: str, status: str | None = None) -> str:
+            query = {"queue": queue, **({"status__exact": status} if status else {})}
+            return f"{jobs_url}?{urlencode(query)}"
+
+        rows = [
+            {
+                "queue": row.queue,
+                "pool": row.pool,
+                "url": link(row.queue),
+                "cells": [
+                    (row.due, link(row.queue, states.PENDING)),
+                    (row.scheduled, link(row.queue, states.PENDING)),
+                    (row.running, link(row.queue, states.RUNNING)),
+                    (row.failed, link(row.queue, states.FAILED)),
+                    (row.abandoned, link(row.queue, states.ABANDONED)),
+                ],
+                "oldest_due": row.oldest_due_seconds,
+            }
+            for row in overview.queue_rows()
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": _("Queues"),
+            "opts": self.opts,
+            "columns": [_("due"), _("scheduled"), _("running"), _("failed"), _("abandoned")],
+            "rows": rows,
+            "workers_url": reverse(f"{self.admin_site.name}:jobqueue_worker_changelist"),
+            "jobs_url": jobs_url,
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/jobqueue/queuesummary/overview.html", context)

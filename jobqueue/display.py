@@ -1,0 +1,140 @@
+"""The HTML pieces of the admin's job pages: status badges, JSON, errors, steps, timeline.
+
+Everything a job stores is shown escaped: arguments, results and tracebacks come from
+application code and may hold any text.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import TYPE_CHECKING, Any
+
+from django.utils import timezone
+from django.utils.formats import localize
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext as _
+
+from jobqueue import states
+
+if TYPE_CHECKING:
+    from jobqueue.models import Job
+
+# Text on background; chosen to stay readable in the admin's light and dark themes.
+COLOURS = {
+    states.PENDING: "#3b6ea8",
+    states.RUNNING: "#6b4fbb",
+    states.SUCCEEDED: "#2e7d32",
+    states.FAILED: "#c62828",
+    states.ABANDONED: "#b35900",
+    states.DISCARDED: "#666666",
+}
+
+
+def status_badge(status: str) -> SafeString:
+    return format_html(
+        '<span class="jobqueue-status jobqueue-status-{}" style="background:{};color:#fff;'
+        'padding:1px 7px;border-radius:8px;white-space:nowrap">{}</span>',
+        status,
+        COLOURS.get(status, "#666666"),
+        status,
+    )
+
+
+def first_line(text: str, limit: int = 100) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def pretty_json(value: Any) -> SafeString:
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    return format_html('<pre class="jobqueue-json" style="margin:0">{}</pre>', text)
+
+
+def when(value: dt.datetime | None) -> str:
+    return localize(timezone.localtime(value)) if value else "-"
+
+
+def errors(job: Job) -> SafeString:
+    """Every failed attempt, oldest first, each with its traceback folded away."""
+    if not job.errors:
+        return mark_safe("-")
+    return format_html_join(
+        "",
+        '<div class="jobqueue-error" style="margin-bottom:.8em"><strong>{}</strong> {}'
+        "<br><code>{}</code>{}</div>",
+        (
+            (
+                _("Attempt %(attempt)s") % {"attempt": entry.get("attempt", "?")},
+                _("at %(at)s on %(worker)s")
+                % {"at": when(_parse(entry.get("at"))), "worker": entry.get("worker") or "?"},
+                f"{entry.get('type', 'Error')}: {entry.get('message', '')}",
+                _traceback(entry.get("traceback") or ""),
+            )
+            for entry in job.errors
+        ),
+    )
+
+
+def _traceback(text: str) -> SafeString:
+    if not text:
+        return mark_safe("")
+    return format_html(
+        "<details><summary>{}</summary><pre>{}</pre></details>", _("Traceback"), text
+    )
+
+
+def steps(job: Job) -> SafeString:
+    if not job.steps:
+        return mark_safe("-")
+    rows = format_html_join(
+        "",
+        "<tr><th>{}</th><td>{}</td></tr>",
+        ((name, pretty_json(value)) for name, value in job.steps.items()),
+    )
+    return format_html('<table class="jobqueue-steps">{}</table>', rows)
+
+
+def timeline(job: Job) -> SafeString:
+    """Enqueued, each failed attempt, the latest start, the end: in the order they happened."""
+    events: list[tuple[dt.datetime, str]] = [
+        (job.enqueued_at, _("Enqueued on queue %(queue)s") % {"queue": job.queue})
+    ]
+    for entry in job.errors:
+        at = _parse(entry.get("at"))
+        if at is None:
+            continue
+        if entry.get("type") == "WorkerLost":
+            text = _("Attempt %(attempt)s: worker %(worker)s lost")
+        else:
+            text = _("Attempt %(attempt)s failed on %(worker)s")
+        text %= {"attempt": entry.get("attempt", "?"), "worker": entry.get("worker") or "?"}
+        events.append((at, f"{text}: {first_line(str(entry.get('message', '')), 160)}"))
+    if job.started_at:
+        events.append((job.started_at, _("Latest attempt started")))
+    if job.status == states.RUNNING and job.lease_until:
+        events.append((job.lease_until, _("Lease held until (renewed while the worker lives)")))
+    if job.finished_at:
+        events.append((job.finished_at, _("Finished: %(status)s") % {"status": job.status}))
+    if job.status == states.PENDING:
+        events.append((job.run_at, _("Due")))
+    events.sort(key=lambda event: event[0])
+    rows = format_html_join(
+        "", "<tr><td style='white-space:nowrap'>{}</td><td>{}</td></tr>", _rows(events)
+    )
+    return format_html('<table class="jobqueue-timeline">{}</table>', rows)
+
+
+def _rows(events: list[tuple[dt.datetime, str]]) -> list[tuple[str, str]]:
+    return [(when(at), text) for at, text in events]
+
+
+def _parse(value: Any) -> dt.datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, dt.UTC)

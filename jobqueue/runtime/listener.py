@@ -1,0 +1,103 @@
+"""LISTEN on PostgreSQL: a hint that work may be waiting, never the truth.
+
+The listener holds one dedicated psycopg connection, outside Django's connection handling,
+so a transaction-mode pooler in front of Django's connections does not matter: its address
+is ``JOBQUEUE["LISTEN_URL"]``, else the ``DATABASE_DIRECT_URL`` environment variable, else
+the database's own settings. A lost notification costs at most one safety poll; a lost
+connection is logged, the worker polls meanwhile, and the listener reconnects with backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connections
+
+logger = logging.getLogger("jobqueue.worker")
+
+RECONNECT_FIRST = 0.1
+RECONNECT_CAP = 1.0  # a refused connection is cheap; a restarted database is found fast
+NOTIFY_TIMEOUT = 0.5  # how often the thread checks whether it should stop
+
+
+def connection_target(using: str, listen_url: str | None) -> tuple[str, dict[str, Any]]:
+    """Where to LISTEN: ``(url, {})`` or ``("", psycopg keyword arguments)``."""
+    if listen_url:
+        return listen_url, {}
+    direct = os.environ.get("DATABASE_DIRECT_URL")
+    if direct:
+        return direct, {}
+    params = connections[using].get_connection_params()
+    for django_only in ("cursor_factory", "context", "prepare_threshold"):
+        params.pop(django_only, None)
+    return "", params
+
+
+class Listener:
+    """A thread that LISTENs on ``channel`` and reports each payload to ``on_notify``."""
+
+    def __init__(
+        self,
+        *,
+        target: tuple[str, dict[str, Any]],
+        channel: str,
+        on_notify: Callable[[str], None],
+        on_connect: Callable[[], None],
+    ) -> None:
+        self._url, self._params = target
+        self._channel = channel
+        self._on_notify = on_notify
+        self._on_connect = on_connect
+        self._stop = threading.Event()
+        self.connected = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="jobqueue-listener", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=NOTIFY_TIMEOUT * 4)
+
+    def _run(self) -> None:
+        try:
+            import psycopg
+        except ImportError:
+            logger.error("LISTEN needs psycopg 3 (pip install 'psycopg[binary]'); polling instead")
+            return
+        delay = RECONNECT_FIRST
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self._url, autocommit=True, **self._params) as conn:
+                    conn.execute(f'LISTEN "{self._channel}"')
+                    self.connected.set()
+                    if failures:
+                        logger.warning(
+                            "LISTEN connection is back after %s failed attempt(s)", failures
+                        )
+                    delay, failures = RECONNECT_FIRST, 0
+                    # Anything sent while we were away is lost: look once now.
+                    self._on_connect()
+                    while not self._stop.is_set():
+                        for notification in conn.notifies(timeout=NOTIFY_TIMEOUT):
+                            self._on_notify(notification.payload)
+            except Exception as exc:
+                was_connected = self.connected.is_set()
+                self.connected.clear()
+                failures += 1
+                if was_connected or failures == 1:
+                    logger.warning(
+                        "LISTEN connection lost (%s); polling until it is back, retrying "
+                        "every %g s at most",
+                        exc,
+                        RECONNECT_CAP,
+                    )
+                if self._stop.wait(delay):
+                    break
+                delay = min(delay * 2, RECONNECT_CAP)
+        self.connected.clear()

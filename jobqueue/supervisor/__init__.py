@@ -1,0 +1,1 @@
+"""The supervisor: worker processes per pool, started, reaped and restarted."""

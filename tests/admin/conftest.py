@@ -1,0 +1,51 @@
+"""Admin fixtures: users with and without the app's permissions, an empty cache."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.core.cache import cache
+from django.test import Client
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def staff(username: str, *codenames: str) -> User:
+    user = User.objects.create_user(username, password="pw", is_staff=True)
+    for codename in codenames:
+        app_label, _, name = codename.partition(".")
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=name)
+        )
+    return user
+
+
+def client_for(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def operator(db) -> Client:
+    """Staff who may view and change jobs (so run the actions) and view workers."""
+    return client_for(
+        staff("operator", "jobqueue.view_job", "jobqueue.change_job", "jobqueue.view_worker")
+    )
+
+
+@pytest.fixture
+def viewer(db) -> Client:
+    """Staff who may only look at jobs."""
+    return client_for(staff("viewer", "jobqueue.view_job"))
+
+
+@pytest.fixture
+def outsider(db) -> Client:
+    """Staff with admin access to something else, and none to jobs."""
+    return client_for(staff("outsider", "auth.view_user"))

@@ -1,0 +1,144 @@
+"""End to end in a real headless Chromium: log in, see the notice, retry an abandoned job.
+
+Debian's ``chromium``, driven by Playwright (never ``playwright install``). Skipped when
+either is missing, except in CI (``CI=true``), where a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from jobqueue.models import Job
+from tests.conftest import IN_CI, REPO
+from tests.factories import FinishedJobFactory, JobFactory
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# The docs' screenshots are refreshed on request only, so a test run leaves the tree clean:
+# JOBQUEUE_SCREENSHOTS=docs/img pytest tests/admin/test_browser.py
+SCREENSHOTS_TO = os.environ.get("JOBQUEUE_SCREENSHOTS")
+
+
+def unavailable(reason: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{reason}; CI must run the browser test (.ci/run installs chromium)")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def sync_playwright():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("playwright is not installed (pip install playwright)")
+    if not os.access(CHROMIUM, os.X_OK):
+        unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
+    return sync_playwright
+
+
+def jobs() -> tuple[Job, Job]:
+    now = timezone.now()
+    lost = {
+        "type": "WorkerLost",
+        "message": "The worker stopped renewing its lease (killed, out of memory, or lost).",
+        "traceback": "",
+        "attempt": 1,
+        "at": (now - dt.timedelta(minutes=3)).isoformat(),
+        "worker": "web-2:4242:9f3a1c",
+    }
+    parked = [
+        JobFactory(
+            task_name=f"shop.tasks.{name}",
+            queue=queue,
+            status="abandoned",
+            crashes=1,
+            on_crash="park",
+            worker="web-2:4242:9f3a1c",
+            enqueued_at=now - dt.timedelta(minutes=20),
+            started_at=now - dt.timedelta(minutes=9),
+            finished_at=now - dt.timedelta(minutes=3),
+            last_error=lost["message"],
+            errors=[lost],
+        )
+        for name, queue in [("charge_card", "payments"), ("rebuild_feed", "feeds")]
+    ]
+    JobFactory.create_batch(
+        2,
+        task_name="shop.tasks.import_broken_feed",
+        queue="feeds",
+        status="failed",
+        attempts=3,
+        finished_at=now,
+        last_error="ValueError: row 17 has no price",
+    )
+    FinishedJobFactory.create_batch(
+        3, task_name="shop.tasks.send_order_confirmation", queue="emails"
+    )
+    JobFactory(
+        task_name="shop.tasks.send_newsletter", queue="emails", run_at=now + dt.timedelta(hours=1)
+    )
+    return parked[0], parked[1]
+
+
+def test_an_operator_retries_an_abandoned_job_in_a_real_browser(
+    live_server, django_user_model, sync_playwright, monkeypatch, tmp_path
+):
+    django_user_model.objects.create_superuser("ops", "ops@example.com", "correct horse")
+    job, other = jobs()
+    # Playwright's sync API keeps an event loop on this thread; the ORM calls below are
+    # plain synchronous test code, not code running inside that loop.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    shots = REPO / SCREENSHOTS_TO if SCREENSHOTS_TO else tmp_path
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 640})
+            page.set_default_timeout(15_000)
+            page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+            page.fill("#id_username", "ops")
+            page.fill("#id_password", "correct horse")
+            page.click("input[type=submit]")
+
+            notice = page.locator(".messagelist .warning")
+            notice.wait_for()
+            assert "2 jobs are abandoned" in notice.inner_text()
+
+            page.goto(f"{live_server.url}/admin/jobqueue/job/")
+            page.click("#toggle-nav-sidebar")  # more room for the table in the screenshot
+            page.evaluate("window.scrollTo(0, 0)")
+            page.screenshot(path=str(shots / "admin-changelist.png"))
+
+            page.click("a.jobqueue-abandoned-link")
+            page.wait_for_url("**/admin/jobqueue/job/?status__exact=abandoned")
+            rows = page.locator("#result_list tbody tr")
+            assert rows.count() == 2
+            page.check(f'input[name="_selected_action"][value="{job.pk}"]')
+            page.select_option('select[name="action"]', "retry")
+            page.click('button[name="index"]')
+            page.locator(".messagelist .success").wait_for()
+            assert "Retried 1 job." in page.locator(".messagelist").inner_text()
+            assert page.locator("#result_list tbody tr").count() == 1
+
+            page.goto(f"{live_server.url}/admin/jobqueue/job/{job.pk}/change/")
+            status = page.locator(".field-status_badge .jobqueue-status")
+            assert status.inner_text() == "pending"
+            page.goto(f"{live_server.url}/admin/jobqueue/job/{other.pk}/change/")
+            page.screenshot(path=str(shots / "admin-job.png"), full_page=True)
+        finally:
+            browser.close()
+    assert Job.objects.get(pk=job.pk).status == "pending"
+    assert Job.objects.get(pk=other.pk).status == "abandoned"

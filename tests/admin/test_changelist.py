@@ -1,0 +1,133 @@
+"""The job changelist: columns, filters, search, quick links, permissions, a fast count."""
+
+import datetime as dt
+from urllib.parse import quote
+
+import pytest
+from django.contrib.admin.views.main import ChangeList
+from django.db import connection
+from django.utils import timezone
+
+from jobqueue.admin import EstimatedCountPaginator, JobAdmin, planner_estimate
+from jobqueue.models import Job
+from tests.factories import FinishedJobFactory, JobFactory
+
+pytestmark = pytest.mark.django_db
+
+URL = "/admin/jobqueue/job/"
+
+
+def ids(response):
+    return sorted(job.pk for job in response.context["cl"].result_list)
+
+
+def test_columns_show_status_attempts_crashes_and_the_first_line_of_the_error(operator):
+    JobFactory(
+        status="failed",
+        attempts=2,
+        max_attempts=3,
+        crashes=1,
+        last_error="ValueError: the feed is empty\nmore detail",
+    )
+    html = operator.get(URL).content.decode()
+    assert 'class="jobqueue-status jobqueue-status-failed"' in html
+    assert "2 / 3" in html
+    assert "ValueError: the feed is empty" in html and "more detail" not in html
+    for header in ("Task name", "Queue", "Status", "Attempts", "Crashes", "Run at", "Updated at"):
+        assert header in html
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("status__exact=failed", ["failed"]),
+        ("queue=emails", ["emails"]),
+        ("task_name=shop.tasks.other", ["other"]),
+        ("enqueued_at__gte={today}", ["failed", "emails", "other"]),
+    ],
+)
+def test_filters(operator, query, expected):
+    old = timezone.now() - dt.timedelta(days=40)
+    jobs = {
+        "failed": JobFactory(status="failed"),
+        "emails": JobFactory(queue="emails"),
+        "other": JobFactory(task_name="shop.tasks.other"),
+        "old": FinishedJobFactory(enqueued_at=old),
+    }
+    # The "Today" link of the date filter, as the sidebar writes it.
+    today = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+    response = operator.get(f"{URL}?{query.format(today=quote(str(today)))}")
+    assert response.status_code == 200
+    assert ids(response) == sorted(jobs[name].pk for name in expected)
+
+
+def test_filter_sidebar_offers_status_queue_task_and_dates(operator):
+    JobFactory(queue="emails", task_name="shop.tasks.send")
+    html = operator.get(URL).content.decode()
+    for option in ("?status__exact=abandoned", "?queue=emails", "?task_name=shop.tasks.send"):
+        assert option in html
+    assert "By enqueued at" in html and "By finished at" in html
+
+
+@pytest.mark.parametrize("term", ["id", "task", "key"])
+def test_search_by_id_task_and_idempotency_key(operator, term):
+    job = JobFactory(task_name="shop.tasks.rebuild_feed", idempotency_key="feed:42")
+    JobFactory.create_batch(3)
+    q = {"id": str(job.pk), "task": "rebuild_feed", "key": "feed:42"}[term]
+    assert ids(operator.get(URL, {"q": q})) == [job.pk]
+
+
+def test_quick_links_for_failed_and_abandoned(operator):
+    JobFactory(status="abandoned")
+    html = operator.get(URL).content.decode()
+    assert f'href="{URL}?status__exact=failed"' in html
+    assert f'href="{URL}?status__exact=abandoned"' in html
+    assert "Abandoned (1)" in html
+
+
+def test_no_full_count_and_the_estimating_paginator():
+    assert JobAdmin.show_full_result_count is False
+    assert JobAdmin.paginator is EstimatedCountPaginator
+
+
+def test_an_unfiltered_list_of_a_large_table_uses_the_planner_estimate(
+    operator, postgresql_only, monkeypatch
+):
+    Job.objects.bulk_create([Job(task_name="t") for _ in range(300)])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobqueue_job")
+    estimate = planner_estimate(Job.objects.all())
+    assert estimate is not None and estimate > 0
+    monkeypatch.setattr(EstimatedCountPaginator, "ESTIMATE_ABOVE", 100)
+    Job.objects.filter(pk__in=Job.objects.values("pk")[:10]).delete()  # estimate is stale now
+    response = operator.get(URL)
+    assert response.context["cl"].result_count == estimate
+    filtered = operator.get(URL, {"status__exact": "pending"})
+    assert filtered.context["cl"].result_count == 290, "a filtered list is counted exactly"
+
+
+def test_sqlite_has_no_estimate(vendor):
+    if vendor != "sqlite":
+        pytest.skip("SQLite only")
+    assert planner_estimate(Job.objects.all()) is None
+
+
+def test_only_staff_with_the_apps_permissions_see_it(viewer, outsider, client):
+    JobFactory()
+    assert viewer.get(URL).status_code == 200
+    assert outsider.get(URL).status_code == 403
+    assert client.get(URL).status_code == 302  # to the login page
+
+
+def test_nobody_adds_or_deletes_jobs(admin_client):
+    job = JobFactory()
+    assert admin_client.get(f"{URL}add/").status_code == 403
+    assert admin_client.get(f"{URL}{job.pk}/delete/").status_code == 403
+    response = admin_client.get(URL)
+    actions = response.context["cl"].model_admin.get_action_choices(response.wsgi_request)
+    assert [name for name, _ in actions] == ["", "retry", "discard"]
+
+
+def test_changelist_class_is_djangos(operator):
+    JobFactory()
+    assert isinstance(operator.get(URL).context["cl"], ChangeList)
