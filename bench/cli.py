@@ -27,11 +27,11 @@ ATTEMPTS = 3  # per run of a workload on a system
 WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W7")
 QUICK = {  # --quick: about 3 minutes
     "jobs": 2_000,
-    "slow_jobs": 500,
+    "slow_jobs": 300,
     "count_jobs": 200,
     "repeat": 2,
     "latency_jobs": 50,
-    "idle_seconds": 30.0,
+    "idle_seconds": 20.0,
     "idle_windows": 1,
     "idle_settle": 5.0,
 }

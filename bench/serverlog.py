@@ -45,8 +45,15 @@ class ServerLog:
             if on
             else sql.SQL("ALTER DATABASE {} RESET log_statement")
         )
-        with psycopg.connect(f"{self.server_url}/postgres", autocommit=True) as conn:
-            conn.execute(statement.format(name))
+        for attempt in range(10):  # the shared server may be restarting: wait for it
+            try:
+                with psycopg.connect(f"{self.server_url}/postgres", autocommit=True) as conn:
+                    conn.execute(statement.format(name))
+                return
+            except psycopg.OperationalError:
+                if attempt == 9:
+                    raise
+                time.sleep(1)
 
     def enable(self, database: str) -> None:
         """Log every statement of connections opened from now on to ``database``."""

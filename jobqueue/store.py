@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.utils import timezone
 
 from jobqueue import conf, signals, states
+from jobqueue.batching import GroupCommit
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.operations import Action, Outcome, Selection, SelectionSQL, compile_selection
 from jobqueue.sql import Queries, loads
@@ -54,6 +56,11 @@ class Store:
     def __init__(self, using: str = DEFAULT_DB_ALIAS, settings: conf.Settings | None = None):
         self.queries = Queries(using)
         self.settings = settings or conf.get()
+        # Jobs that finish together on several slots are written together.
+        self._successes: GroupCommit[tuple[ClaimedJob, str]] = GroupCommit(
+            self._succeed_many, key=lambda done: done[0].id
+        )
+        self.more_to_prune = False
 
     # -- worker side ------------------------------------------------------------------
 
@@ -163,8 +170,13 @@ class Store:
         }
 
     def succeed(self, job: ClaimedJob, result: Any, *, worker: str) -> None:
-        """running -> succeeded, storing the JSON ``result``."""
-        self._fenced("succeed", job, {"result": json.dumps(result)})
+        """running -> succeeded, storing the JSON ``result``.
+
+        Fenced like every worker write; successes that arrive together from several slots
+        share one statement.
+        """
+        if not self._successes.submit((job, json.dumps(result))):
+            raise JobRunAborted(_refused(job, "succeed"))
         logger.info("job %s (%s) succeeded on attempt %s", job.id, job.task_name, job.attempt)
         self._finished(job, states.SUCCEEDED, worker)
 
@@ -232,11 +244,20 @@ class Store:
             },
         )
         if matched != 1:
-            raise JobRunAborted(
-                f"job {job.id} ({job.task_name}) attempt {job.attempt}: the {statement} write "
-                "was refused because this attempt no longer owns the job (its claim token "
-                "changed, or its lease has less than SAFETY_BUFFER left)"
-            )
+            raise JobRunAborted(_refused(job, statement))
+
+    def _succeed_many(self, done: list[tuple[ClaimedJob, str]]) -> set[Hashable]:
+        rows = [{"id": job.id, "token": job.token, "result": result} for job, result in done]
+        q = self.queries
+        matched = q.fetchall(
+            "succeed_many",
+            {
+                "done": _done_rows(rows),
+                "buffer": self.settings.safety_buffer,
+                **q.clock(fence=self.settings.safety_buffer),
+            },
+        )
+        return {row[0] for row in matched}
 
     def _finished(self, job: ClaimedJob, status: str, worker: str) -> None:
         signals.job_finished.send(
@@ -353,14 +374,25 @@ class Store:
 
     # -- maintenance ------------------------------------------------------------------
 
-    def prune(self) -> dict[str, int]:
-        """Delete finished rows older than ``RETENTION``, one batch per statement."""
+    def prune(self, max_batches: int | None = None) -> dict[str, int]:
+        """Delete finished rows older than ``RETENTION``, one batch per statement.
+
+        With ``max_batches``, stop after that many statements (a worker prunes a backlog
+        a slice at a time between looks for work); ``more_to_prune`` then says so.
+        """
         deleted: dict[str, int] = {}
+        budget = max_batches
+        self.more_to_prune = False
         for status, age in self.settings.retention.items():
             if age is None:
                 continue
             total = 0
             while True:
+                if budget is not None:
+                    if budget == 0:
+                        self.more_to_prune = True
+                        break
+                    budget -= 1
                 count = self.queries.execute(
                     "prune",
                     {
@@ -452,6 +484,23 @@ class Store:
         if outcome.done:
             signal = signals.jobs_retried if outcome.action == "retry" else signals.jobs_discarded
             signal.send(sender=Store, job_ids=outcome.done, using=self.queries.using)
+
+
+def _refused(job: ClaimedJob, statement: str) -> str:
+    return (
+        f"job {job.id} ({job.task_name}) attempt {job.attempt}: the {statement} write was "
+        "refused because this attempt no longer owns the job (its claim token changed, or "
+        "its lease has less than SAFETY_BUFFER left)"
+    )
+
+
+def _done_rows(rows: list[dict[str, Any]]) -> str:
+    # Each result is already JSON text: splice it in as a value rather than encode it twice.
+    parts = [
+        f'{{"id": {row["id"]}, "token": {json.dumps(row["token"])}, "result": {row["result"]}}}'
+        for row in rows
+    ]
+    return "[" + ", ".join(parts) + "]"
 
 
 def summary(error: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ KIND_OF = {
     "notify": "notify",
     "claim": "claim",
     "succeed": "succeed",
+    "succeed_many": "succeed",
     "register_worker": "heartbeat",
     "renew_leases": "heartbeat",
 }

@@ -30,6 +30,10 @@ logger = logging.getLogger("jobqueue.worker")
 T = TypeVar("T")
 
 PRUNE_INTERVAL = 3600.0
+# A backlog of expired rows is pruned a slice at a time, so that a worker started on a big
+# table claims work at once instead of deleting for minutes first.
+PRUNE_SLICE = 20  # statements of PRUNE_BATCH rows
+PRUNE_SLICE_PAUSE = 1.0
 
 EXIT_OK = 0
 EXIT_STUCK = 3  # handlers stuck past their timeout filled the slots: restart this process
@@ -135,7 +139,6 @@ class Worker:
             self.listener.start()
         try:
             self._rescue()
-            self._prune()
             self._loop()
         finally:
             signals.jobs_committed.disconnect(self._on_jobs_committed)
@@ -149,7 +152,7 @@ class Worker:
         now = time.monotonic()
         next_look = now  # look at once on start
         next_rescue = now + self.settings.heartbeat_interval
-        next_prune = now + PRUNE_INTERVAL
+        next_prune = now  # prune (a slice) at start
         woken = False
         while not self._stop.is_set():
             self._expire_timeouts()
@@ -160,8 +163,8 @@ class Worker:
                 self._rescue()
                 next_rescue = now + self.settings.heartbeat_interval
             if now >= next_prune:
-                self._prune()
-                next_prune = now + PRUNE_INTERVAL
+                more = self._prune()
+                next_prune = now + (PRUNE_SLICE_PAUSE if more else PRUNE_INTERVAL)
             if self._parent_pid is not None and os.getppid() != self._parent_pid:
                 logger.error("worker %s: its supervisor is gone; stopping", self.id)
                 self.stop()
@@ -363,12 +366,15 @@ class Worker:
         if any(status == "pending" for _, _, status in recovered):
             self._wake.set()
 
-    def _prune(self) -> None:
+    def _prune(self) -> bool:
+        """Prune one slice; True if more expired rows wait."""
         try:
-            self.store.prune()
+            self.store.prune(max_batches=PRUNE_SLICE)
         except Exception:
             logger.exception("worker %s: retention pruning failed; trying again later", self.id)
             connections[self.store.queries.using].close()
+            return False
+        return self.store.more_to_prune
 
     # -- shutdown ---------------------------------------------------------------------
 

@@ -82,13 +82,16 @@ SELECT count(*) FROM (
     LIMIT %(limit)s
 ) AS due;
 
--- name: succeed
--- Fenced: only the attempt that holds the token, with SAFETY_BUFFER left on its lease.
-UPDATE jobqueue_job
-SET status = 'succeeded', result = %(result)s::jsonb, lease_until = NULL,
+-- name: succeed_many
+-- The same write for several jobs in one statement (group commit), each row fenced alike;
+-- the ids returned are the rows the fence matched.
+UPDATE jobqueue_job AS job
+SET status = 'succeeded', result = done.result, lease_until = NULL,
     finished_at = now(), updated_at = now()
-WHERE id = %(id)s AND token = %(token)s AND status = 'running'
-  AND lease_until > now() + make_interval(secs => %(buffer)s);
+FROM jsonb_to_recordset(%(done)s::jsonb) AS done(id bigint, token text, result jsonb)
+WHERE job.id = done.id AND job.token = done.token AND job.status = 'running'
+  AND job.lease_until > now() + make_interval(secs => %(buffer)s)
+RETURNING job.id;
 
 -- name: retry
 -- Fenced: a failed attempt with attempts left goes back to pending after its backoff.

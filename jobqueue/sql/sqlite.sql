@@ -70,12 +70,19 @@ SELECT count(*) FROM (
     LIMIT %(limit)s
 ) AS due;
 
--- name: succeed
--- Fenced: only the attempt that holds the token, with SAFETY_BUFFER left on its lease.
+-- name: succeed_many
+-- The same write for several jobs in one statement (group commit), each row fenced alike;
+-- the ids returned are the rows the fence matched.
 UPDATE jobqueue_job
-SET status = 'succeeded', result = json(%(result)s), lease_until = NULL,
+SET status = 'succeeded', result = done.result, lease_until = NULL,
     finished_at = %(now)s, updated_at = %(now)s
-WHERE id = %(id)s AND token = %(token)s AND status = 'running' AND lease_until > %(fence)s;
+FROM (
+    SELECT value ->> 'id' AS id, value ->> 'token' AS token, value -> 'result' AS result
+    FROM json_each(%(done)s)
+) AS done
+WHERE jobqueue_job.id = done.id AND jobqueue_job.token = done.token
+  AND jobqueue_job.status = 'running' AND jobqueue_job.lease_until > %(fence)s
+RETURNING jobqueue_job.id;
 
 -- name: retry
 -- Fenced: a failed attempt with attempts left goes back to pending after its backoff.

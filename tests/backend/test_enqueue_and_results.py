@@ -18,6 +18,9 @@ from jobqueue.testing import run_jobs
 from tests.testapp import django_tasks, tasks
 
 pytestmark = pytest.mark.django_db
+needs_task_options = pytest.mark.skipif(
+    not django_tasks.OPTIONS_SUPPORTED, reason="Django 6.1 hands @task options to the backend"
+)
 
 
 def test_the_backend_declares_every_capability():
@@ -85,6 +88,7 @@ def test_rolled_back_enqueue_leaves_no_result_to_fetch():
     assert not Job.objects.exists()
 
 
+@needs_task_options
 def test_results_of_a_run_carry_errors_workers_and_return_value():
     result = django_tasks.fails_once.enqueue()
     run_jobs()
@@ -133,6 +137,7 @@ def test_django_signals_are_sent_at_enqueue_start_and_finish():
     ]
 
 
+@needs_task_options
 def test_task_class_options_reach_the_row_and_the_worker():
     from jobqueue import tasks as registry
 
@@ -192,6 +197,7 @@ def test_non_json_arguments_fail_at_enqueue_naming_the_argument():
     assert not Job.objects.exists()
 
 
+@needs_task_options
 def test_bad_per_task_options_are_invalid_tasks():
     from django.tasks import task
 

@@ -135,3 +135,18 @@ def test_prune_deletes_old_finished_rows_in_batches(settings):
     ]
     assert Store().prune() == {"succeeded": 2500, "discarded": 0}
     assert sorted(Job.objects.values_list("pk", flat=True)) == sorted(j.pk for j in keep)
+
+
+def test_prune_in_slices_reports_what_is_left(settings):
+    settings.JOBQUEUE = {"RETENTION": {"succeeded": 3600}}
+    old = timezone.now() - dt.timedelta(hours=2)
+    Job.objects.bulk_create(
+        [Job(task_name="x", status="succeeded", finished_at=old) for _ in range(2500)]
+    )
+    store = Store()
+    assert store.prune(max_batches=2)["succeeded"] == 2000
+    assert store.more_to_prune
+    # One statement per status is enough now: nothing is left to come back for.
+    assert store.prune(max_batches=3)["succeeded"] == 500
+    assert not store.more_to_prune
+    assert not Job.objects.exists()
