@@ -51,7 +51,21 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
 
 
-def main(commands: dict[str, Command]) -> None:
+# Each driver defines one function per command; "stamp" is the function named ``stamps``.
+COMMANDS = {
+    "setup": "setup",
+    "reset": "reset",
+    "enqueue": "enqueue",
+    "stamp": "stamps",
+    "work": "work",
+    "succeeded": "succeeded",
+    "versions": "versions",
+}
+
+
+def main(driver: dict[str, Any]) -> None:
+    """Run the command named on the command line: ``main(globals())`` in a driver."""
+    commands: dict[str, Command] = {cmd: driver[func] for cmd, func in COMMANDS.items()}
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=sorted(commands))
     parser.add_argument("--jobs", type=int, default=0)

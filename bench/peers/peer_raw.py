@@ -124,14 +124,4 @@ def versions(args: argparse.Namespace) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main(
-        {
-            "setup": setup,
-            "reset": reset,
-            "enqueue": enqueue,
-            "stamp": stamps,
-            "work": work,
-            "succeeded": succeeded,
-            "versions": versions,
-        }
-    )
+    main(globals())
