@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from typing import ClassVar
 
 from django.core.management import call_command
@@ -11,6 +10,7 @@ from django.core.management.color import no_style
 from django.db import connection
 
 import jobqueue
+from bench.peers._common import paced
 from bench.systems.base import System
 from jobqueue import conf, states
 from jobqueue.models import Job, Worker
@@ -66,15 +66,7 @@ class JobqueueSystem(System):
     def stamp(self, start: int, jobs: int, interval: float) -> list[float]:
         from bench.benchapp.tasks import stamp
 
-        committed = []
-        t0 = time.time()
-        for i in range(jobs):
-            delay = t0 + i * interval - time.time()
-            if delay > 0:
-                time.sleep(delay)
-            stamp.enqueue(start + i)
-            committed.append(time.time())
-        return committed
+        return paced(start, jobs, interval, stamp.enqueue)
 
     def database(self) -> str:
         return str(connection.settings_dict["NAME"])

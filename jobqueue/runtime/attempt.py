@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 import traceback
@@ -162,8 +163,6 @@ def timeout_message(attempt: Attempt) -> str:
 
 
 def _current_frame(thread_id: int | None) -> FrameType | None:
-    import sys
-
     return sys._current_frames().get(thread_id) if thread_id else None
 
 

@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from types import FrameType
 
 from jobqueue.runtime.worker import Worker
@@ -18,27 +19,43 @@ EXIT_FORCED = 130
 SAME_STOP = 1.0
 
 
+def on_stop_signals(
+    first: Callable[[str], None], second: Callable[[str], None], *, ignore_sigint: bool = False
+) -> None:
+    """Call ``first`` on SIGTERM/SIGINT, ``second`` on another one at least SAME_STOP later.
+
+    A repeat within SAME_STOP is the same stop delivered twice and is ignored.
+    """
+    received: list[float] = []
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if not received:
+            received.append(time.monotonic())
+            first(name)
+        elif time.monotonic() - received[0] >= SAME_STOP:
+            second(name)
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else handle)
+
+
 def install(worker: Worker, *, supervised: bool = False) -> None:
     """First SIGTERM/SIGINT: a bounded, graceful stop. A second one: exit at once.
 
     A worker started by the supervisor ignores SIGINT: Ctrl-C in a terminal reaches the
     whole process group, and the supervisor turns it into one SIGTERM per worker.
     """
-    first: list[float] = []
 
-    def handle(signum: int, frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
-        if first and time.monotonic() - first[0] >= SAME_STOP:
-            logger.warning("worker %s: second %s, exiting now", worker.id, name)
-            os._exit(EXIT_FORCED)
-        if first:
-            return  # the same stop, delivered twice
-        first.append(time.monotonic())
+    def first(name: str) -> None:
         logger.info("worker %s: %s received, shutting down", worker.id, name)
         worker.stop()
 
-    signal.signal(signal.SIGTERM, handle)
-    signal.signal(signal.SIGINT, signal.SIG_IGN if supervised else handle)
+    def second(name: str) -> None:
+        logger.warning("worker %s: second %s, exiting now", worker.id, name)
+        os._exit(EXIT_FORCED)
+
+    on_stop_signals(first, second, ignore_sigint=supervised)
 
 
 def stop_with_parent(worker: Worker, parent_pid: int) -> None:

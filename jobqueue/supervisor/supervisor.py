@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from types import FrameType
 
 from django.conf import settings as django_settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
@@ -24,7 +23,7 @@ from jobqueue.enqueue import NOTIFY_CHANNEL
 from jobqueue.runtime import queues as queue_selection
 from jobqueue.runtime.listener import Listener, connection_target
 from jobqueue.runtime.polling import SAFETY_POLL
-from jobqueue.runtime.shutdown import SAME_STOP
+from jobqueue.runtime.shutdown import EXIT_FORCED, on_stop_signals
 from jobqueue.store import Store
 
 logger = logging.getLogger("jobqueue.supervisor")
@@ -98,22 +97,16 @@ class Supervisor:
     # -- control ----------------------------------------------------------------------
 
     def install_signal_handlers(self) -> None:
-        first: list[float] = []
-
-        def handle(signum: int, frame: FrameType | None) -> None:
-            name = signal.Signals(signum).name
-            if first and time.monotonic() - first[0] < SAME_STOP:
-                return  # the same stop, delivered twice
-            first.append(time.monotonic())
-            if self._stop.is_set():
-                logger.warning("supervisor: second %s; children exit at once", name)
-                self._signal_children(signal.SIGTERM)
-                os._exit(130)
+        def first(name: str) -> None:
             logger.info("supervisor: %s received; stopping every worker", name)
             self.stop()
 
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+        def second(name: str) -> None:
+            logger.warning("supervisor: second %s; children exit at once", name)
+            self._signal_children(signal.SIGTERM)
+            os._exit(EXIT_FORCED)
+
+        on_stop_signals(first, second)
 
     def stop(self) -> None:
         self._stop.set()
@@ -181,7 +174,9 @@ class Supervisor:
         self._started_once.add(spec.name)
         logger.info("supervisor: started worker %s for pool %s (%s)", proc.pid, spec.name, reason)
 
-    def _reap(self) -> None:
+    def _reap(self, *, restarting: bool = True) -> None:
+        """Notice children that ended: recover the jobs of one that died, and (unless the
+        supervisor is stopping) schedule the restart of a resident pool's."""
         for child in list(self.children):
             code = child.proc.poll()
             if code is None:
@@ -198,7 +193,10 @@ class Supervisor:
                 lived,
             )
             if code != 0:
+                # Status 130 too: a second signal made it exit at once, jobs and all.
                 self._recover(child, how)
+            if not restarting:
+                continue
             state = self.pools[child.pool.name]
             state.ended += 1
             if lived >= STABLE_AFTER or code == 0:
@@ -301,7 +299,7 @@ class Supervisor:
         self._signal_children(signal.SIGTERM)
         deadline = time.monotonic() + self.shutdown_timeout + STOP_MARGIN
         while self.children and time.monotonic() < deadline:
-            self._reap_quietly()
+            self._reap(restarting=False)
             time.sleep(0.05)
         for child in self.children:
             logger.error("supervisor: worker %s did not stop in time; killing it", child.proc.pid)
@@ -310,18 +308,3 @@ class Supervisor:
             self._recover(child, "killed after the shutdown timeout")
         self.children.clear()
         logger.info("supervisor: stopped")
-
-    def _reap_quietly(self) -> None:
-        for child in list(self.children):
-            code = child.proc.poll()
-            if code is not None:
-                self.children.remove(child)
-                logger.info(
-                    "supervisor: worker %s of pool %s exited (%s)",
-                    child.proc.pid,
-                    child.pool.name,
-                    code,
-                )
-                if code != 0:
-                    # Status 130: a second signal made it exit at once, jobs and all.
-                    self._recover(child, f"exit status {code}")
