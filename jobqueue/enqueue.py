@@ -7,14 +7,19 @@ names the option or the argument, never later inside a worker.
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cache
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 from django.utils import timezone
 
 from jobqueue import conf, signals, states
@@ -125,20 +130,88 @@ class EnqueueOptions:
 
 def bind_arguments(task: Task[Any, Any], args: Sequence[Any], kwargs: dict[str, Any]) -> None:
     """Check the call against the handler's signature, then check every value is JSON."""
+    parameters = _Parameters.of(task)
+    arguments = parameters.bind(args, kwargs) if parameters is not None else None
+    if arguments is None:
+        arguments = _bind(task, args, kwargs)
+    for argument, value in arguments:
+        if type(value) not in _SCALARS:
+            _check_json(task.name, argument, value)
+
+
+def _bind(
+    task: Task[Any, Any], args: Sequence[Any], kwargs: dict[str, Any]
+) -> list[tuple[str, Any]]:
+    """``(argument, value)`` in signature order, ``*args`` and ``**kwargs`` spread out."""
     try:
         bound = task.signature.bind(*args, **kwargs)
     except TypeError as exc:
         raise TypeError(f"{task.name}: {exc}") from None
+    arguments = []
     for param, value in bound.arguments.items():
         kind = task.signature.parameters[param].kind
         if kind is kind.VAR_POSITIONAL:
-            for offset, item in enumerate(value):
-                _check_json(task.name, f"*{param}[{offset}]", item)
+            arguments += [(f"*{param}[{offset}]", item) for offset, item in enumerate(value)]
         elif kind is kind.VAR_KEYWORD:
-            for key, item in value.items():
-                _check_json(task.name, key, item)
+            arguments += value.items()
         else:
-            _check_json(task.name, param, value)
+            arguments.append((param, value))
+    return arguments
+
+
+# Values that are JSON as they are; any other type gets the full json_problem walk.
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+class _Parameters:
+    """A signature without ``*args`` or ``**kwargs``, as tuples and sets: binding a call to
+    it is then a few lookups, where ``Signature.bind`` took most of an enqueue's Python time."""
+
+    def __init__(self, signature: inspect.Signature) -> None:
+        params = signature.parameters.values()
+        self.names = tuple(p.name for p in params)
+        self.positional = tuple(p.name for p in params if p.kind is not p.KEYWORD_ONLY)
+        self.keywords = frozenset(p.name for p in params if p.kind is not p.POSITIONAL_ONLY)
+        self.required = frozenset(p.name for p in params if p.default is p.empty)
+        # How many positional arguments alone make a complete call.
+        self.arities = frozenset(
+            count
+            for count in range(len(self.positional) + 1)
+            if self.required.issubset(self.positional[:count])
+        )
+
+    @classmethod
+    def of(cls, task: Task[Any, Any]) -> _Parameters | None:
+        """The task's parameters, or None if it takes ``*args`` or ``**kwargs``."""
+        signature = task.signature
+        cached = _parameters.get(task)
+        if cached is None or cached[0] is not signature:
+            plain = not any(
+                p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values()
+            )
+            cached = _parameters[task] = (signature, cls(signature) if plain else None)
+        return cached[1]
+
+    def bind(self, args: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[str, Any]] | None:
+        """What ``_bind`` returns, or None where ``Signature.bind`` must decide (or explain)."""
+        if len(args) > len(self.positional):
+            return None
+        given = self.positional[: len(args)]
+        arguments = list(zip(given, args, strict=True))
+        if not kwargs:
+            return arguments if self.required.issubset(given) else None
+        if not all(name in self.keywords and name not in given for name in kwargs):
+            return None
+        if not self.required.issubset((*given, *kwargs)):
+            return None
+        # Keyword arguments follow the positional ones, in signature order as bind() has them.
+        return arguments + [(name, kwargs[name]) for name in self.names if name in kwargs]
+
+
+# Per task, keyed by its signature as well: the django.tasks adapter replaces it.
+_parameters: WeakKeyDictionary[Any, tuple[inspect.Signature, _Parameters | None]] = (
+    WeakKeyDictionary()
+)
 
 
 def _check_json(task_name: str, argument: str, value: Any) -> None:
@@ -187,8 +260,12 @@ def enqueue_calls(
     """
     if keys is None:
         keys = [options.idempotency_key] * len(calls)
+    parameters = _Parameters.of(task)
+    arities = parameters.arities if parameters is not None else ()
     for args, kwargs in calls:
-        bind_arguments(task, args, kwargs)
+        # The common call, positional JSON scalars, needs no more than this.
+        if kwargs or len(args) not in arities or not _SCALARS.issuperset(map(type, args)):
+            bind_arguments(task, args, kwargs)
     if not calls:
         return []
     if interceptors:
@@ -207,37 +284,45 @@ def insert_calls(
     queries = Queries(options.database)
     now = timezone.now()
     run_at = options.due_at(now)
-    max_attempts = options.max_attempts or conf.get().max_attempts
-    on_crash = options.on_crash or conf.get().on_crash
 
     def timestamp(value: dt.datetime) -> Any:
+        # PostgreSQL: ISO text that the statement casts, quoted faster than a datetime.
         return value.isoformat() if queries.is_postgresql else queries.time(value)
 
-    rows = [
-        {
-            "task_name": task.name,
-            "queue": options.queue,
-            "priority": options.priority,
-            "args": list(args),
-            "kwargs": kwargs,
-            "run_at": timestamp(run_at),
-            "max_attempts": max_attempts,
-            "on_crash": on_crash,
-            "idempotency_key": key,
-            "enqueued_at": timestamp(now),
-        }
-        for (args, kwargs), key in zip(calls, keys, strict=True)
-    ]
-    params = {"rows": json.dumps(rows), "channel": NOTIFY_CHANNEL, "queue": options.queue}
-    inserted = sorted(row[:2] for row in queries.fetchall("enqueue", params))
+    args = [list(positional) for positional, _ in calls]
+    kwargs = [named for _, named in calls]
+    common = {
+        "task_name": task.name,
+        "queue": options.queue,
+        "priority": options.priority,
+        "max_attempts": options.max_attempts or conf.get().max_attempts,
+        "on_crash": options.on_crash or conf.get().on_crash,
+    }
+    params = {
+        **common,
+        "run_at": timestamp(run_at),
+        "now": timestamp(now),
+        "channel": NOTIFY_CHANNEL,
+    }
+    if len(calls) == 1:
+        params.update(
+            args=json.dumps(args[0]), kwargs=json.dumps(kwargs[0]), idempotency_key=keys[0]
+        )
+        inserted = queries.fetchall("enqueue_one", params)
+    else:
+        params.update(queries.jobs(args, kwargs, keys))
+        inserted = queries.fetchall("enqueue", params)
+        inserted.sort()  # by id: ids are unique, so the other columns never decide
 
     # Rows come back in insertion order (ids ascend); a row skipped for its key leaves a gap,
     # recognised because the next returned row carries a different key.
+    common.update(status=states.PENDING, run_at=run_at, enqueued_at=now, updated_at=now)
+    make = _job_maker(Job, common, options.database)
     jobs: list[Job | None] = []
     position = 0
-    for row in rows:
-        if position < len(inserted) and inserted[position][1] == row["idempotency_key"]:
-            jobs.append(_job(Job, inserted[position][0], row, run_at, now, options.database))
+    for index, key in enumerate(keys):
+        if position < len(inserted) and inserted[position][1] == key:
+            jobs.append(make(inserted[position][0], args[index], kwargs[index], key))
             position += 1
         else:
             jobs.append(None)
@@ -246,32 +331,71 @@ def insert_calls(
     return jobs
 
 
-def _job(
-    model: type[Job],
-    pk: int,
-    row: dict[str, Any],
-    run_at: dt.datetime,
-    now: dt.datetime,
-    database: str,
-) -> Job:
-    job = model(
-        id=pk,
-        task_name=row["task_name"],
-        queue=row["queue"],
-        priority=row["priority"],
-        args=row["args"],
-        kwargs=row["kwargs"],
-        status=states.PENDING,
-        run_at=run_at,
-        max_attempts=row["max_attempts"],
-        on_crash=row["on_crash"],
-        idempotency_key=row["idempotency_key"],
-        enqueued_at=now,
-        updated_at=now,
-    )
-    job._state.adding = False
-    job._state.db = database
-    return job
+def _job_maker(
+    model: type[Job], common: dict[str, Any], database: str
+) -> Callable[[int, list[Any], dict[str, Any], str | None], Job]:
+    """Return ``make(pk, args, kwargs, key)``: the ``Job`` as read back from its new row."""
+    if pre_init.has_listeners(model) or post_init.has_listeners(model):
+
+        def make_and_signal(
+            pk: int, args: list[Any], kwargs: dict[str, Any], key: str | None
+        ) -> Job:
+            job = model(id=pk, args=args, kwargs=kwargs, idempotency_key=key, **common)
+            job._state.adding = False
+            job._state.db = database
+            return job
+
+        return make_and_signal
+
+    # Nobody listens to instances being built: fill in what Model.__init__ would, a tenth
+    # of its cost per job. Callable defaults (errors=list, steps=dict) are called for each
+    # job, as __init__ calls them, so that no two jobs share a list.
+    blank, fresh = _blank(model, frozenset(common))
+    template = {**blank, **common}
+    new = model.__new__
+
+    def make(pk: int, args: list[Any], kwargs: dict[str, Any], key: str | None) -> Job:
+        state = ModelState()
+        state.adding = False
+        state.db = database
+        values = template.copy()
+        values["_state"] = state
+        values["id"] = pk
+        values["args"] = args
+        values["kwargs"] = kwargs
+        values["idempotency_key"] = key
+        for attname, default in fresh:
+            values[attname] = default()
+        job = new(model)
+        job.__dict__ = values
+        return job
+
+    return make
+
+
+@cache
+def _blank(
+    model: type[Job], given: frozenset[str]
+) -> tuple[dict[str, Any], tuple[tuple[str, Callable[[], Any]], ...]]:
+    """An instance's ``__dict__`` in Model.__init__'s order, the ``given`` fields and the
+    per-job ones still None, and the callable defaults of the others, to call per instance.
+    """
+    blank: dict[str, Any] = {"_state": None}
+    fresh = []
+    for field in model._meta.concrete_fields:
+        if field.generated:
+            continue
+        blank[field.attname] = None
+        if field.attname in given or field.attname in _PER_JOB:
+            continue
+        if field.has_default() and callable(field.default):
+            fresh.append((field.attname, field.default))
+        else:
+            blank[field.attname] = field.get_default()
+    return blank, tuple(fresh)
+
+
+_PER_JOB = frozenset({"id", "args", "kwargs", "idempotency_key"})
 
 
 def _wake_local_workers_at_commit(queries: Queries, queue: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,39 @@ class ClaimedJob:
         return self.attempt < self.max_attempts
 
 
+@dataclass(frozen=True)
+class ClaimScope:
+    """What one worker may claim: its id, the tasks it knows, the queues it serves."""
+
+    worker: str
+    task_names: tuple[str, ...]
+    queues: tuple[str, ...] | None
+    excluded: tuple[str, ...] = ()
+
+    def as_params(self) -> tuple[str, list[str], tuple[str, ...] | None, tuple[str, ...]]:
+        return self.worker, list(self.task_names), self.queues, self.excluded
+
+
+@dataclass
+class NextClaim:
+    """A slot's request, sent with its job's success, for one more job to run next.
+
+    The success and the claim go out in one statement, so a slot that finishes a job has
+    its next one without a round trip of its own. ``job`` is set once the write returns,
+    whether or not the fence accepted the success.
+    """
+
+    scope: ClaimScope
+    job: ClaimedJob | None = None
+
+
+@dataclass
+class _Success:
+    job: ClaimedJob
+    result: str  # JSON text
+    then: NextClaim | None = None
+
+
 class Store:
     """Transitions of jobs in one database."""
 
@@ -57,12 +90,17 @@ class Store:
         self.queries = Queries(using)
         self.settings = settings or conf.get()
         # Jobs that finish together on several slots are written together.
-        self._successes: GroupCommit[tuple[ClaimedJob, str]] = GroupCommit(
-            self._succeed_many, key=lambda done: done[0].id
+        self._successes: GroupCommit[_Success] = GroupCommit(
+            self._succeed_many, key=lambda done: done.job.id
         )
         self.more_to_prune = False
 
     # -- worker side ------------------------------------------------------------------
+
+    def batch_successes(self, busy: Callable[[], int], linger: float) -> None:
+        """Let a success wait up to ``linger`` s for those of the ``busy()`` slots running."""
+        self._successes.expected = busy
+        self._successes.linger = linger
 
     def claim(
         self,
@@ -78,46 +116,10 @@ class Store:
         ``queues=None`` serves every queue but ``excluded``. Only ``task_names`` are
         claimed, so a job for a task this worker does not know stays pending, untouched.
         """
+        scope = ClaimScope(worker, tuple(task_names), queues, tuple(excluded))
         if limit < 1 or not task_names:
             return []
-        q = self.queries
-        rows = q.fetchall(
-            "claim",
-            {
-                "worker": worker,
-                **self._selection(task_names, queues, excluded),
-                "limit": limit,
-                "lease": self.settings.lease,
-                **q.clock(lease_until=self.settings.lease),
-            },
-        )
-        jobs = [
-            ClaimedJob(
-                id=row[0],
-                task_name=row[1],
-                queue=row[2],
-                priority=row[3],
-                args=loads(row[4]),
-                kwargs=loads(row[5]),
-                attempt=row[6],
-                max_attempts=row[7],
-                crashes=row[8],
-                token=row[9],
-                steps=loads(row[10]) or {},
-            )
-            for row in rows
-        ]
-        jobs.sort(key=lambda job: (-job.priority, job.id))
-        for job in jobs:
-            logger.debug("claimed job %s (%s), attempt %s", job.id, job.task_name, job.attempt)
-            signals.job_started.send(
-                sender=Store,
-                job_id=job.id,
-                task_name=job.task_name,
-                attempt=job.attempt,
-                worker=worker,
-            )
-        return jobs
+        return self._write(done=[], scope=scope, limit=limit)[1]
 
     def next_due(
         self,
@@ -169,13 +171,16 @@ class Store:
             "excluded": q.names(excluded),
         }
 
-    def succeed(self, job: ClaimedJob, result: Any, *, worker: str) -> None:
+    def succeed(
+        self, job: ClaimedJob, result: Any, *, worker: str, then: NextClaim | None = None
+    ) -> None:
         """running -> succeeded, storing the JSON ``result``.
 
         Fenced like every worker write; successes that arrive together from several slots
-        share one statement.
+        share one statement, and the jobs their slots asked for with ``then`` are claimed
+        in that same statement.
         """
-        if not self._successes.submit((job, json.dumps(result))):
+        if not self._successes.submit(_Success(job, json.dumps(result), then)):
             raise JobRunAborted(_refused(job, "succeed"))
         logger.info("job %s (%s) succeeded on attempt %s", job.id, job.task_name, job.attempt)
         self._finished(job, states.SUCCEEDED, worker)
@@ -246,18 +251,77 @@ class Store:
         if matched != 1:
             raise JobRunAborted(_refused(job, statement))
 
-    def _succeed_many(self, done: list[tuple[ClaimedJob, str]]) -> set[Hashable]:
-        rows = [{"id": job.id, "token": job.token, "result": result} for job, result in done]
+    def _succeed_many(self, done: list[_Success]) -> set[Hashable]:
+        requests = [d.then for d in done if d.then is not None]
+        scope = requests[0].scope if requests else None
+        asking = [r for r in requests if r.scope == scope]
+        matched, claimed = self._write(done=done, scope=scope, limit=len(asking))
+        for request, job in zip(asking, claimed, strict=False):
+            request.job = job
+        return set(matched)
+
+    def _write(
+        self, *, done: list[_Success], scope: ClaimScope | None, limit: int
+    ) -> tuple[list[int], list[ClaimedJob]]:
+        """Record ``done`` (fenced) and claim up to ``limit`` jobs of ``scope``.
+
+        Returns the ids of the successes the fence matched and the jobs claimed. On
+        PostgreSQL one statement does both; SQLite has no writing CTEs, so there it is one
+        transaction of two statements, each skipped when it has nothing to do.
+        """
         q = self.queries
-        matched = q.fetchall(
-            "succeed_many",
-            {
-                "done": _done_rows(rows),
-                "buffer": self.settings.safety_buffer,
-                **q.clock(fence=self.settings.safety_buffer),
-            },
-        )
-        return {row[0] for row in matched}
+        worker, task_names, queues, excluded = scope.as_params() if scope else ("", [], (), ())
+        params = {
+            "done": _done_rows(done),
+            "buffer": self.settings.safety_buffer,
+            "worker": worker,
+            **self._selection(task_names, queues, excluded),
+            "limit": limit,
+            "lease": self.settings.lease,
+            **q.clock(fence=self.settings.safety_buffer, lease_until=self.settings.lease),
+        }
+        if q.is_postgresql:
+            rows = q.fetchall("claim", params)
+            matched = list(rows[0][0] or []) if rows else []
+            claimed_rows = [row[1:] for row in rows if row[1] is not None]
+        elif done and limit:
+            with transaction.atomic(using=q.using):
+                matched = [row[0] for row in q.fetchall("succeed_many", params)]
+                claimed_rows = q.fetchall("claim", params)
+        elif done:
+            matched, claimed_rows = [row[0] for row in q.fetchall("succeed_many", params)], []
+        else:
+            matched, claimed_rows = [], q.fetchall("claim", params)
+        return matched, self._claimed(claimed_rows, worker)
+
+    def _claimed(self, rows: list[tuple[Any, ...]], worker: str) -> list[ClaimedJob]:
+        jobs = [
+            ClaimedJob(
+                id=row[0],
+                task_name=row[1],
+                queue=row[2],
+                priority=row[3],
+                args=loads(row[4]),
+                kwargs=loads(row[5]),
+                attempt=row[6],
+                max_attempts=row[7],
+                crashes=row[8],
+                token=row[9],
+                steps=loads(row[10]) or {},
+            )
+            for row in rows
+        ]
+        jobs.sort(key=lambda job: (-job.priority, job.id))
+        for job in jobs:
+            logger.debug("claimed job %s (%s), attempt %s", job.id, job.task_name, job.attempt)
+            signals.job_started.send(
+                sender=Store,
+                job_id=job.id,
+                task_name=job.task_name,
+                attempt=job.attempt,
+                worker=worker,
+            )
+        return jobs
 
     def _finished(self, job: ClaimedJob, status: str, worker: str) -> None:
         signals.job_finished.send(
@@ -494,11 +558,11 @@ def _refused(job: ClaimedJob, statement: str) -> str:
     )
 
 
-def _done_rows(rows: list[dict[str, Any]]) -> str:
+def _done_rows(done: list[_Success]) -> str:
     # Each result is already JSON text: splice it in as a value rather than encode it twice.
     parts = [
-        f'{{"id": {row["id"]}, "token": {json.dumps(row["token"])}, "result": {row["result"]}}}'
-        for row in rows
+        f'{{"id": {d.job.id}, "token": {json.dumps(d.job.token)}, "result": {d.result}}}'
+        for d in done
     ]
     return "[" + ", ".join(parts) + "]"
 

@@ -47,6 +47,7 @@ class Task(Generic[P, R]):
         self.is_async = inspect.iscoroutinefunction(func)
         self.signature = _call_signature(func, takes_context=options.takes_context)
         functools.update_wrapper(self, func)
+        self._enqueue_defaults: tuple[TaskOptions, conf.Settings, EnqueueOptions] | None = None
 
     def __repr__(self) -> str:
         return f"<Task {self.name}>"
@@ -117,21 +118,27 @@ class Task(Generic[P, R]):
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job | None:
         """Insert a job in the caller's transaction; visible to workers at its commit."""
-        return BoundTask(self, {}).enqueue(*args, **kwargs)
+        return enqueue_calls(self, self.enqueue_defaults(), [(args, kwargs)])[0]
 
     def enqueue_many(self, calls: Iterable[Any]) -> list[Job | None]:
         """Insert one job per item in one statement: see :meth:`BoundTask.enqueue_many`."""
         return BoundTask(self, {}).enqueue_many(calls)
 
     def enqueue_defaults(self) -> EnqueueOptions:
-        return EnqueueOptions.build(
-            task_name=self.name,
-            defaults=None,
-            queue=self.options.queue,
-            priority=self.options.priority,
-            max_attempts=self.max_attempts,
-            on_crash=self.on_crash,
-        )
+        # Validated once per task options and settings, not on every enqueue.
+        settings = conf.get()
+        cached = self._enqueue_defaults
+        if cached is None or cached[0] is not self.options or cached[1] is not settings:
+            defaults = EnqueueOptions.build(
+                task_name=self.name,
+                defaults=None,
+                queue=self.options.queue,
+                priority=self.options.priority,
+                max_attempts=self.max_attempts,
+                on_crash=self.on_crash,
+            )
+            cached = self._enqueue_defaults = (self.options, settings, defaults)
+        return cached[2]
 
 
 class BoundTask(Generic[P, R]):

@@ -20,6 +20,7 @@ from jobqueue.sql import load
 # jobqueue's named statements, by hot-path kind; every other statement is "other".
 KIND_OF = {
     "enqueue": "enqueue",
+    "enqueue_one": "enqueue",
     "notify": "notify",
     "claim": "claim",
     "succeed": "succeed",
@@ -107,6 +108,9 @@ class JobqueueSystem(System):
             "its column holds only the worker's registration at start. In service it costs "
             f"2 statements (register_worker, renew_leases) per worker every {interval:g} s, "
             "whatever the number of jobs.",
+            "On PostgreSQL a slot's success is recorded by the `claim` statement that "
+            "fetches its next job: the claim column counts those statements, and succeed "
+            "stays at 0.",
             "Not counted: connection set-up, such as the `SELECT set_config('TimeZone', ...)` "
             "Django runs on each new PostgreSQL connection whose server time zone is not "
             "named UTC (one connection per slot thread, the heartbeat and the main thread).",

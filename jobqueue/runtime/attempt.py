@@ -19,7 +19,7 @@ from jobqueue import conf
 from jobqueue.enqueue import json_problem
 from jobqueue.exceptions import JobRunAborted, PermanentError, Snooze
 from jobqueue.runtime.context import JobContext
-from jobqueue.store import ClaimedJob, Store
+from jobqueue.store import ClaimedJob, NextClaim, Store
 from jobqueue.tasks import Task
 
 logger = logging.getLogger("jobqueue.worker")
@@ -58,8 +58,18 @@ class AttemptTimeout(Exception):
     """The attempt ran past its task's timeout."""
 
 
-def run(attempt: Attempt, store: Store, worker: str) -> None:
-    """Run the handler and write its outcome; an outcome the fence refuses is logged."""
+def run(
+    attempt: Attempt,
+    store: Store,
+    worker: str,
+    ask_next: Callable[[Attempt], NextClaim | None] = lambda attempt: None,
+) -> None:
+    """Run the handler and write its outcome; an outcome the fence refuses is logged.
+
+    A success also asks, through ``ask_next``, for the slot's next job, claimed in the same
+    statement. Only a success: any other outcome leaves the slot free, for the worker's
+    loop to fill.
+    """
     job, task = attempt.job, attempt.task
     attempt.thread_id = threading.get_ident()
     try:
@@ -82,7 +92,9 @@ def run(attempt: Attempt, store: Store, worker: str) -> None:
             if delay is not None:
                 attempt.on_scheduled(delay)
         else:
-            store.succeed(job, value, worker=worker)
+            # Asked now, not at the start: a stop or a timeout meanwhile means no more.
+            then = ask_next(attempt)
+            store.succeed(job, value, worker=worker, then=then)
     except JobRunAborted as exc:
         logger.warning("outcome discarded: %s", exc)
 

@@ -1,8 +1,10 @@
 """A fixed number of slots, each a thread with its own database connection.
 
-A slot's thread is long-lived so its connection is reused from job to job. An attempt that
-outlives its timeout leaves its slot at once: a fresh thread takes the slot over, and the
-stuck thread, whenever its handler returns, exits instead of taking more work.
+A slot's thread is long-lived so its connection is reused from job to job. ``run`` may
+return the slot's next attempt (a job claimed along with the last one's success): the slot
+runs it at once, without a trip through the worker's loop. An attempt that outlives its
+timeout leaves its slot at once: a fresh thread takes the slot over, and the stuck thread,
+whenever its handler returns, exits instead of taking more work.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ class Executor:
         self,
         *,
         concurrency: int,
-        run: Callable[[Attempt], None],
+        run: Callable[[Attempt], Attempt | None],
         on_slot_free: Callable[[], None],
         name: str = "jobqueue-slot",
     ) -> None:
@@ -57,6 +59,11 @@ class Executor:
     def stuck(self) -> int:
         with self._lock:
             return len(self._stuck)
+
+    def busy(self) -> int:
+        """How many slots are running a job."""
+        with self._lock:
+            return len(self._running)
 
     def idle(self) -> bool:
         with self._lock:
@@ -109,25 +116,40 @@ class Executor:
     def _slot(self) -> None:
         try:
             while (attempt := self._inbox.get()) is not None:
-                try:
-                    self._run(attempt)
-                except Exception:
-                    logger.exception("job %s: unexpected error in the worker", attempt.job.id)
-                finally:
-                    _reset_connection()
-                with self._lock:
-                    self.completed += 1
-                    if attempt.timed_out:
-                        self._stuck.discard(attempt.job.id)
-                        logger.warning(
-                            "job %s: the handler that timed out has returned; its thread exits",
-                            attempt.job.id,
-                        )
+                while attempt is not None:
+                    attempt, stay = self._run_one(attempt)
+                    if not stay:
                         return
-                    self._running.pop(attempt.job.id, None)
-                self._on_slot_free()
         finally:
             connections.close_all()
+
+    def _run_one(self, attempt: Attempt) -> tuple[Attempt | None, bool]:
+        """Run ``attempt``; return the slot's next attempt, and whether its thread stays."""
+        following = None
+        try:
+            following = self._run(attempt)
+        except Exception:
+            logger.exception("job %s: unexpected error in the worker", attempt.job.id)
+        finally:
+            _reset_connection()
+        with self._lock:
+            self.completed += 1
+            if following is not None:
+                self._running[following.job.id] = following
+            if attempt.timed_out:
+                self._stuck.discard(attempt.job.id)
+                logger.warning(
+                    "job %s: the handler that timed out has returned; its thread exits",
+                    attempt.job.id,
+                )
+                if following is not None:
+                    # Its slot has a fresh thread now: the next free thread runs this.
+                    self._inbox.put(following)
+                return None, False
+            self._running.pop(attempt.job.id, None)
+        if following is None:
+            self._on_slot_free()
+        return following, True
 
 
 def _reset_connection() -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import select
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +23,7 @@ logger = logging.getLogger("jobqueue.worker")
 
 RECONNECT_FIRST = 0.1
 RECONNECT_CAP = 1.0  # a refused connection is cheap; a restarted database is found fast
-NOTIFY_TIMEOUT = 0.5  # how often the thread checks whether it should stop
+SAFETY_TIMEOUT = 5.0  # the thread's longest wait; stop() wakes it at once anyway
 
 
 def connection_target(using: str, listen_url: str | None) -> tuple[str, dict[str, Any]]:
@@ -53,6 +55,9 @@ class Listener:
         self._on_notify = on_notify
         self._on_connect = on_connect
         self._stop = threading.Event()
+        # stop() writes a byte here to wake the thread from its wait on the connection, so
+        # that a worker shuts down without waiting out a polling timeout.
+        self._wake_reader, self._wake_writer = socket.socketpair()
         self.connected = threading.Event()
         self._thread = threading.Thread(target=self._run, name="jobqueue-listener", daemon=True)
 
@@ -61,7 +66,13 @@ class Listener:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=NOTIFY_TIMEOUT * 4)
+        try:
+            self._wake_writer.send(b"x")
+        except OSError:  # stopped before, and the socket closed
+            return
+        self._thread.join(timeout=SAFETY_TIMEOUT)
+        self._wake_reader.close()
+        self._wake_writer.close()
 
     def _run(self) -> None:
         try:
@@ -84,8 +95,12 @@ class Listener:
                     # Anything sent while we were away is lost: look once now.
                     self._on_connect()
                     while not self._stop.is_set():
-                        for notification in conn.notifies(timeout=NOTIFY_TIMEOUT):
+                        # Takes what has arrived without blocking, including what psycopg
+                        # had already read off the socket, which select() would not see.
+                        for notification in conn.notifies(timeout=0):
                             self._on_notify(notification.payload)
+                        waited_on = [conn.fileno(), self._wake_reader.fileno()]
+                        select.select(waited_on, [], [], SAFETY_TIMEOUT)
             except Exception as exc:
                 was_connected = self.connected.is_set()
                 self.connected.clear()

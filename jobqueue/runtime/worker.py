@@ -24,7 +24,7 @@ from jobqueue.runtime.lease import Heartbeat
 from jobqueue.runtime.limits import Limits
 from jobqueue.runtime.listener import Listener, connection_target
 from jobqueue.runtime.polling import SAFETY_POLL, PollBackoff
-from jobqueue.store import Store
+from jobqueue.store import ClaimedJob, ClaimScope, NextClaim, Store
 
 logger = logging.getLogger("jobqueue.worker")
 T = TypeVar("T")
@@ -34,6 +34,10 @@ PRUNE_INTERVAL = 3600.0
 # table claims work at once instead of deleting for minutes first.
 PRUNE_SLICE = 20  # statements of PRUNE_BATCH rows
 PRUNE_SLICE_PAUSE = 1.0
+
+# A success waits this long at most for those of the other busy slots: on a disk where each
+# commit waits for a flush, one commit of four jobs costs about what one of one does.
+SUCCESS_LINGER = 0.001
 
 EXIT_OK = 0
 EXIT_STUCK = 3  # handlers stuck past their timeout filled the slots: restart this process
@@ -85,9 +89,10 @@ class Worker:
         self._wake = threading.Event()
         self.executor = Executor(
             concurrency=self.concurrency,
-            run=lambda a: attempts.run(a, self.store, self.id),
+            run=self._run_attempt,
             on_slot_free=self._wake.set,
         )
+        self.store.batch_successes(self.executor.busy, SUCCESS_LINGER)
         self.heartbeat = Heartbeat(
             store=self.store,
             worker=self.id,
@@ -104,7 +109,10 @@ class Worker:
                 on_connect=self._wake.set,
             )
         self._task_names: list[str] = []
+        self._scope: ClaimScope | None = None
+        self._claims_lock = threading.Lock()
         self._claimed_total = 0
+        self._claims_in_flight = 0  # asked for by slots along with a success, not back yet
         self._retiring: str | None = None  # why this process stops claiming, if it does
         self._parent_pid: int | None = None
         # Monotonic times at which jobs this process put back (retry, snooze) fall due.
@@ -129,6 +137,7 @@ class Worker:
     def run(self) -> int:
         """Serve until stopped (or, with ``burst``, until nothing is due); return an exit code."""
         self._task_names = tasks.discover()
+        self._scope = ClaimScope(self.id, tuple(self._task_names), self.queues, self.excluded)
         self.limits.start()
         self._log_start()
         self._register()
@@ -197,8 +206,7 @@ class Worker:
     def _look(self, poll: PollBackoff) -> float | None:
         """Claim what fits in the free slots; return how long until the next look."""
         # Claim only what can run now: the limit is the number of free slots.
-        free = self.executor.free_slots()
-        free = self.limits.claim_limit(free, self._claimed_total)
+        free = self._claim_limit(self.executor.free_slots())
         if not free:
             # Every slot is busy: a freed slot wakes us, and we claim again at once.
             return SAFETY_POLL
@@ -276,7 +284,7 @@ class Worker:
     def _listening(self) -> bool:
         return self.listener is not None and self.listener.connected.is_set()
 
-    def _claim(self, limit: int) -> list[Any]:
+    def _claim(self, limit: int) -> list[ClaimedJob]:
         claimed = self.store.claim(
             worker=self.id,
             task_names=self._task_names,
@@ -285,12 +293,70 @@ class Worker:
             limit=limit,
         )
         logger.debug("looked for up to %s job(s), claimed %s", limit, len(claimed))
-        self._claimed_total += len(claimed)
+        with self._claims_lock:
+            self._claimed_total += len(claimed)
         for job in claimed:
-            task = tasks.get(job.task_name)
-            assert task is not None, "the claim is restricted to registered task names"
-            self.executor.submit(Attempt(job=job, task=task, on_scheduled=self._due_in))
+            self.executor.submit(self._attempt(job))
         return claimed
+
+    def _claim_limit(self, free: int) -> int:
+        with self._claims_lock:
+            return self.limits.claim_limit(free, self._claimed_total + self._claims_in_flight)
+
+    def _run_attempt(self, attempt: Attempt) -> Attempt | None:
+        """A slot runs ``attempt``; its success also claims the slot's next job, if it may."""
+        asked: list[NextClaim] = []
+
+        def ask_next(finished: Attempt) -> NextClaim | None:
+            then = self._next_claim(finished)
+            if then is not None:
+                asked.append(then)
+            return then
+
+        try:
+            attempts.run(attempt, self.store, self.id, ask_next=ask_next)
+        except Exception:
+            # Logged here rather than by the slot: a job claimed along with the success is
+            # still this slot's to run, even if something after the write raised.
+            logger.exception("job %s: unexpected error in the worker", attempt.job.id)
+        return self._claim_answered(asked[0] if asked else None)
+
+    def _claim_answered(self, then: NextClaim | None) -> Attempt | None:
+        if then is None:
+            return None
+        with self._claims_lock:
+            self._claims_in_flight -= 1
+            self._claimed_total += then.job is not None
+        if then.job is None:
+            return None
+        self.limits.last_busy = time.monotonic()
+        return self._attempt(then.job)
+
+    def _next_claim(self, finished: Attempt) -> NextClaim | None:
+        # Not while stopping or retiring, not from an attempt that left its slot, and never
+        # past max_jobs: a request counts against the limit until its answer is back.
+        if self._stop.is_set() or self._retiring or self._scope is None:
+            return None
+        if finished.timed_out or finished.cancelled.is_set():
+            return None
+        # The loop checks the limits between the jobs it hands out; this is between jobs too.
+        reason = self.limits.retire_reason(
+            time.monotonic(), self._claimed_total, self.executor.completed + 1
+        )
+        if reason:
+            self._retiring = self._retiring or reason
+            self._wake.set()
+            return None
+        with self._claims_lock:
+            if not self.limits.claim_limit(1, self._claimed_total + self._claims_in_flight):
+                return None
+            self._claims_in_flight += 1
+        return NextClaim(self._scope)
+
+    def _attempt(self, job: ClaimedJob) -> Attempt:
+        task = tasks.get(job.task_name)
+        assert task is not None, "the claim is restricted to registered task names"
+        return Attempt(job=job, task=task, on_scheduled=self._due_in)
 
     def _due_in(self, delay: float) -> None:
         with self._due_lock:

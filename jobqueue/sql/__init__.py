@@ -61,6 +61,22 @@ class Queries:
         """A list parameter: a text array on PostgreSQL, JSON text for json_each on SQLite."""
         return list(values) if self.is_postgresql else json.dumps(list(values))
 
+    def jobs(
+        self, args: Sequence[Any], kwargs: Sequence[Any], keys: Sequence[str | None]
+    ) -> dict[str, str]:
+        """The per-job values of the ``enqueue`` batch, one entry per job in each sequence.
+
+        PostgreSQL reads three JSON arrays in step (ROWS FROM); SQLite, which has no such
+        zip, one JSON array of ``[args, kwargs, key]`` triples.
+        """
+        if self.is_postgresql:
+            return {
+                "args": json.dumps(args),
+                "kwargs": json.dumps(kwargs),
+                "keys": json.dumps(keys),
+            }
+        return {"rows": json.dumps(list(zip(args, kwargs, keys, strict=True)))}
+
     def time(self, value: dt.datetime) -> Any:
         return self.connection.ops.adapt_datetimefield_value(value)
 

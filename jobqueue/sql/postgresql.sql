@@ -3,37 +3,64 @@
 -- Parameters use pyformat (%(name)s); a literal percent sign would be written %%.
 
 -- name: enqueue
--- Insert a batch of jobs given as one JSON array; a row whose idempotency key an unfinished
--- job already holds is skipped by the partial unique index, never by a read-then-write.
--- If anything was inserted, NOTIFY the queue in the same statement: PostgreSQL delivers a
--- notification only when the enclosing transaction commits, and drops it on rollback, so
--- listeners hear of the jobs exactly when they become visible, with no extra round trip.
-WITH inserted AS (
+-- Insert a batch of jobs of one task, all with the same options: the shared values come as
+-- scalars, the per-job ones as three JSON arrays of one length, read in step (ROWS FROM).
+-- A row whose idempotency key an unfinished job already holds is skipped by the partial
+-- unique index, never by a read-then-write.
+-- pg_notify in RETURNING runs for inserted rows only, so the queue is notified exactly when
+-- something was written. PostgreSQL folds a transaction's identical notifications into one
+-- and delivers it only when the transaction commits (none on rollback): listeners hear of
+-- the jobs when they become visible, with no extra round trip. (A CTE that notifies once
+-- runs no faster for 10,000 rows, and takes the server ~50 us more to plan for a few.)
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
     crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
 )
-SELECT r.task_name, r.queue, r.priority, r.args, r.kwargs, 'pending', r.run_at, 0,
-       r.max_attempts, 0, r.on_crash, r.idempotency_key, '', '[]', '{}',
-       r.enqueued_at, r.enqueued_at
-FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
-    task_name text, queue text, priority smallint, args jsonb, kwargs jsonb,
-    run_at timestamptz, max_attempts int, on_crash text, idempotency_key text,
-    enqueued_at timestamptz
+SELECT %(task_name)s, %(queue)s, %(priority)s, r.args, r.kwargs, 'pending',
+       %(run_at)s::timestamptz, 0, %(max_attempts)s, 0, %(on_crash)s, r.idempotency_key, '',
+       '[]', '{}', %(now)s::timestamptz, %(now)s::timestamptz
+FROM ROWS FROM (
+    jsonb_array_elements(%(args)s::jsonb),
+    jsonb_array_elements(%(kwargs)s::jsonb),
+    jsonb_array_elements_text(%(keys)s::jsonb)
+) AS r(args, kwargs, idempotency_key)
+ON CONFLICT DO NOTHING
+RETURNING id, idempotency_key, pg_notify(%(channel)s, %(queue)s);
+
+-- name: enqueue_one
+-- The same for one job (enqueue() of one call). Unprepared (Django's default), parsing and
+-- planning are much of a single insert's server time, and VALUES takes a fifth less of it
+-- than ROWS FROM.
+INSERT INTO jobqueue_job (
+    task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
+    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
+)
+VALUES (
+    %(task_name)s, %(queue)s, %(priority)s, %(args)s::jsonb, %(kwargs)s::jsonb, 'pending',
+    %(run_at)s::timestamptz, 0, %(max_attempts)s, 0, %(on_crash)s, %(idempotency_key)s, '',
+    '[]', '{}', %(now)s::timestamptz, %(now)s::timestamptz
 )
 ON CONFLICT DO NOTHING
-RETURNING id, idempotency_key
-),
-woken AS (
-    SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT 1 FROM inserted LIMIT 1) AS any_row
-)
-SELECT id, idempotency_key, (SELECT count(*) FROM woken) FROM inserted;
+RETURNING id, idempotency_key, pg_notify(%(channel)s, %(queue)s);
 
 -- name: claim
--- Claim up to %(limit)s due jobs of this worker's tasks and queues in one statement.
+-- Record the successes in %(done)s (fenced, like every worker write) and claim up to
+-- %(limit)s due jobs of this worker's tasks and queues, in one statement: a slot that
+-- finishes a job asks for its next one in the same round trip. Either part may be empty.
 -- SKIP LOCKED lets concurrent workers pass over each other's rows instead of queueing
--- behind them; the ORDER BY matches the partial index jobqueue_job_claim.
-WITH due AS (
+-- behind them; the ORDER BY matches the partial index jobqueue_job_claim. One row comes
+-- back per claimed job (one with a NULL id if none was), each carrying the ids of the
+-- successes the fence matched.
+WITH done AS (
+    UPDATE jobqueue_job AS job
+    SET status = 'succeeded', result = done.result, lease_until = NULL,
+        finished_at = now(), updated_at = now()
+    FROM jsonb_to_recordset(%(done)s::jsonb) AS done(id bigint, token text, result jsonb)
+    WHERE job.id = done.id AND job.token = done.token AND job.status = 'running'
+      AND job.lease_until > now() + make_interval(secs => %(buffer)s)
+    RETURNING job.id
+),
+due AS (
     SELECT id
     FROM jobqueue_job
     WHERE status = 'pending'
@@ -44,19 +71,23 @@ WITH due AS (
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE jobqueue_job AS job
+    SET status = 'running',
+        token = replace(gen_random_uuid()::text, '-', ''),
+        lease_until = now() + make_interval(secs => %(lease)s),
+        worker = %(worker)s,
+        attempts = job.attempts + 1,
+        started_at = now(),
+        updated_at = now()
+    FROM due
+    WHERE job.id = due.id
+    RETURNING job.id, job.task_name, job.queue, job.priority, job.args, job.kwargs,
+              job.attempts, job.max_attempts, job.crashes, job.token, job.steps
 )
-UPDATE jobqueue_job AS job
-SET status = 'running',
-    token = replace(gen_random_uuid()::text, '-', ''),
-    lease_until = now() + make_interval(secs => %(lease)s),
-    worker = %(worker)s,
-    attempts = job.attempts + 1,
-    started_at = now(),
-    updated_at = now()
-FROM due
-WHERE job.id = due.id
-RETURNING job.id, job.task_name, job.queue, job.priority, job.args, job.kwargs,
-          job.attempts, job.max_attempts, job.crashes, job.token, job.steps;
+SELECT (SELECT array_agg(id) FROM done), claimed.*
+FROM (SELECT) AS one LEFT JOIN claimed ON true;
 
 -- name: next_due
 -- Seconds until the earliest pending job of this worker's tasks and queues is due (0 or less
@@ -81,17 +112,6 @@ SELECT count(*) FROM (
       AND queue <> ALL(%(excluded)s::text[])
     LIMIT %(limit)s
 ) AS due;
-
--- name: succeed_many
--- The same write for several jobs in one statement (group commit), each row fenced alike;
--- the ids returned are the rows the fence matched.
-UPDATE jobqueue_job AS job
-SET status = 'succeeded', result = done.result, lease_until = NULL,
-    finished_at = now(), updated_at = now()
-FROM jsonb_to_recordset(%(done)s::jsonb) AS done(id bigint, token text, result jsonb)
-WHERE job.id = done.id AND job.token = done.token AND job.status = 'running'
-  AND job.lease_until > now() + make_interval(secs => %(buffer)s)
-RETURNING job.id;
 
 -- name: retry
 -- Fenced: a failed attempt with attempts left goes back to pending after its backoff.

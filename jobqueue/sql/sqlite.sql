@@ -4,19 +4,34 @@
 -- Lists and batches arrive as JSON text and are read with json_each.
 
 -- name: enqueue
--- Insert a batch of jobs given as one JSON array; a row whose idempotency key an unfinished
--- job already holds is skipped by the partial unique index, never by a read-then-write.
+-- Insert a batch of jobs of one task, all with the same options: the shared values come as
+-- scalars, the per-job ones as one JSON array of [args, kwargs, idempotency key] triples. A
+-- row whose idempotency key an unfinished job already holds is skipped by the partial unique
+-- index, never by a read-then-write.
 -- ("WHERE true" keeps the parser from reading ON CONFLICT as a join constraint.)
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
     crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
 )
-SELECT r.value ->> 'task_name', r.value ->> 'queue', r.value ->> 'priority',
-       r.value -> 'args', r.value -> 'kwargs', 'pending', r.value ->> 'run_at', 0,
-       r.value ->> 'max_attempts', 0, r.value ->> 'on_crash', r.value ->> 'idempotency_key',
-       '', '[]', '{}', r.value ->> 'enqueued_at', r.value ->> 'enqueued_at'
+SELECT %(task_name)s, %(queue)s, %(priority)s, r.value -> 0, r.value -> 1, 'pending',
+       %(run_at)s, 0, %(max_attempts)s, 0, %(on_crash)s, r.value ->> 2, '', '[]', '{}',
+       %(now)s, %(now)s
 FROM json_each(%(rows)s) AS r
 WHERE true
+ON CONFLICT DO NOTHING
+RETURNING id, idempotency_key;
+
+-- name: enqueue_one
+-- The same for one job. json() stores the arguments minified, as the batch does.
+INSERT INTO jobqueue_job (
+    task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
+    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
+)
+VALUES (
+    %(task_name)s, %(queue)s, %(priority)s, json(%(args)s), json(%(kwargs)s), 'pending',
+    %(run_at)s, 0, %(max_attempts)s, 0, %(on_crash)s, %(idempotency_key)s, '', '[]', '{}',
+    %(now)s, %(now)s
+)
 ON CONFLICT DO NOTHING
 RETURNING id, idempotency_key;
 
@@ -72,7 +87,8 @@ SELECT count(*) FROM (
 
 -- name: succeed_many
 -- The same write for several jobs in one statement (group commit), each row fenced alike;
--- the ids returned are the rows the fence matched.
+-- the ids returned are the rows the fence matched. PostgreSQL does this inside its claim
+-- statement; here, with no writing CTEs, the store runs it and the claim in one transaction.
 UPDATE jobqueue_job
 SET status = 'succeeded', result = done.result, lease_until = NULL,
     finished_at = %(now)s, updated_at = %(now)s

@@ -6,10 +6,13 @@ import threading
 import time
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
+from bench.counting import StatementCounter
 from jobqueue.models import Job
 from jobqueue.runtime.worker import EXIT_OK, EXIT_STUCK, Worker
+from jobqueue.sql import load
 from tests.conftest import wait_for
 from tests.factories import JobFactory
 from tests.testapp import tasks
@@ -158,6 +161,36 @@ def test_async_handler_is_cancelled_at_its_timeout():
     row = Job.objects.get(pk=job.pk)
     assert row.status == "pending" and "timed out after 1 s" in row.last_error
     assert Execution.objects.filter(label="async:cancelled").count() == 1
+
+
+def test_a_success_claims_the_slots_next_job_in_the_same_write():
+    jobs = [tasks.add.enqueue(i, i) for i in range(5)]
+    names = {sql: name for name, sql in load(connection.vendor).items()}
+    with StatementCounter(lambda sql: names.get(sql, "other")) as counter:
+        assert run_burst(concurrency=1) == EXIT_OK
+    assert [Job.objects.get(pk=j.pk).status for j in jobs] == ["succeeded"] * 5
+    # The loop's first claim, one per success (each bringing the next job, the last one
+    # none), and the loop's last, empty look: the slot never went back to the loop between.
+    assert counter.counts["claim"] == 7
+    # PostgreSQL records the success inside the claim statement; SQLite, in the same
+    # transaction just before it.
+    expected = 0 if connection.vendor == "postgresql" else 5
+    assert counter.counts["succeed_many"] == expected
+
+
+def test_a_success_claims_nothing_once_the_worker_is_stopping():
+    jobs = [tasks.add.enqueue(i, i) for i in range(3)]
+    worker = Worker(concurrency=1)
+    original = worker._next_claim
+
+    def stop_after_the_first_job(finished):
+        worker.stop()
+        return original(finished)
+
+    worker._next_claim = stop_after_the_first_job
+    assert worker.run() == EXIT_OK
+    statuses = sorted(Job.objects.get(pk=j.pk).status for j in jobs)
+    assert statuses == ["pending", "pending", "succeeded"]
 
 
 def test_max_jobs_stops_the_worker():

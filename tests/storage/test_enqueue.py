@@ -208,3 +208,39 @@ def test_bad_options_fail_at_using(options, error, message):
 def test_calling_a_task_runs_it_here():
     assert tasks.add(2, 3) == 5
     assert Job.objects.count() == 0
+
+
+def _columns(job):
+    return {field.attname: getattr(job, field.attname) for field in Job._meta.concrete_fields}
+
+
+def test_returned_jobs_are_their_rows_as_the_orm_would_load_them():
+    single = tasks.add.enqueue(1, b=2)
+    many = tasks.add.enqueue_many([(3, 4), {"a": 5, "b": 6}])
+    for job in [single, *many]:
+        row = Job.objects.get(pk=job.pk)
+        assert _columns(job) == _columns(row)
+        assert (job._state.adding, job._state.db) == (False, "default")
+    assert many[0].errors is not many[1].errors and many[0].steps is not many[1].steps
+
+    single.priority = 5
+    single.save()
+    assert Job.objects.count() == 3  # an UPDATE, not a second row
+    single.refresh_from_db()
+    assert single.priority == 5
+
+
+def test_post_init_receivers_see_every_returned_job():
+    from django.db.models.signals import post_init
+
+    seen = []
+
+    def receiver(sender, instance, **kwargs):
+        seen.append(instance)
+
+    post_init.connect(receiver, sender=Job)
+    try:
+        jobs = [tasks.add.enqueue(1, 2), *tasks.add.enqueue_many([(3, 4), (5, 6)])]
+    finally:
+        post_init.disconnect(receiver, sender=Job)
+    assert seen == jobs and all(job._state.db == "default" for job in jobs)

@@ -58,3 +58,31 @@ def test_a_failed_write_raises_in_every_waiting_thread():
         group.submit(1)
     with pytest.raises(RuntimeError):  # and the next write is tried afresh
         group.submit(2)
+
+
+def test_a_write_waits_for_the_slots_still_running_then_goes_out_with_them():
+    batches = []
+    group = GroupCommit(
+        lambda items: batches.append(sorted(items)) or set(items), key=lambda i: i, linger=30
+    )
+    group.expected = lambda: 3  # three slots are running jobs
+    threads = [threading.Thread(target=group.submit, args=(i,)) for i in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    # Written as soon as the third arrived, long before the linger ran out.
+    assert not any(t.is_alive() for t in threads)
+    assert batches == [[1, 2, 3]]
+
+
+def test_a_write_waits_no_longer_than_the_linger():
+    batches = []
+    group = GroupCommit(
+        lambda items: batches.append(list(items)) or set(items), key=lambda i: i, linger=0.05
+    )
+    group.expected = lambda: 2  # the other slot's job fails, say: its success never comes
+    started = time.monotonic()
+    assert group.submit(1) is True
+    assert batches == [[1]]
+    assert time.monotonic() - started >= 0.05
