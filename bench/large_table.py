@@ -101,6 +101,7 @@ def _measure(jobs: int, concurrency: int) -> dict[str, float]:
         "limit": concurrency,
         "lease": 300,
         "done": "[]",  # the claim statement also records successes; none here
+        "done_ids": [],
         "buffer": 5,
     }
     claim_ms = []

@@ -273,6 +273,7 @@ class Store:
         worker, task_names, queues, excluded = scope.as_params() if scope else ("", [], (), ())
         params = {
             "done": _done_rows(done),
+            "done_ids": q.ids([d.job.id for d in done]),
             "buffer": self.settings.safety_buffer,
             "worker": worker,
             **self._selection(task_names, queues, excluded),

@@ -61,6 +61,10 @@ class Queries:
         """A list parameter: a text array on PostgreSQL, JSON text for json_each on SQLite."""
         return list(values) if self.is_postgresql else json.dumps(list(values))
 
+    def ids(self, values: Sequence[int]) -> Any:
+        """A list of ids: a bigint array on PostgreSQL, JSON text for json_each on SQLite."""
+        return list(values) if self.is_postgresql else json.dumps(list(values))
+
     def jobs(
         self, args: Sequence[Any], kwargs: Sequence[Any], keys: Sequence[str | None]
     ) -> dict[str, str]:

@@ -56,7 +56,10 @@ WITH done AS (
     SET status = 'succeeded', result = done.result, lease_until = NULL,
         finished_at = now(), updated_at = now()
     FROM jsonb_to_recordset(%(done)s::jsonb) AS done(id bigint, token text, result jsonb)
-    WHERE job.id = done.id AND job.token = done.token AND job.status = 'running'
+    -- The ids again, as an array: the rows are then found by primary key, never by a scan
+    -- of every running row, whatever the statistics say about how many there are.
+    WHERE job.id = ANY(%(done_ids)s::bigint[])
+      AND job.id = done.id AND job.token = done.token AND job.status = 'running'
       AND job.lease_until > now() + make_interval(secs => %(buffer)s)
     RETURNING job.id
 ),

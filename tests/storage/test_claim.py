@@ -1,6 +1,7 @@
 """The claim: one statement, due pending rows only, by priority then run_at, fenced writes."""
 
 import datetime as dt
+import json
 
 import pytest
 from django.db import connection
@@ -143,8 +144,39 @@ def test_claim_uses_the_partial_index_with_many_finished_rows():
         "limit": 4,
         "lease": 300,
         "done": "[]",  # on PostgreSQL the claim also records the successes given
+        "done_ids": [],
         "buffer": 5,
         **q.clock(lease_until=300),
     }
     plan = _plan(q.statements["claim"], params)
     assert "jobqueue_job_claim" in plan, plan
+
+
+def test_successes_are_found_by_primary_key_however_many_jobs_run(postgresql_only):
+    # 5,000 jobs running (many workers): joining the successes to every running row, as a
+    # plan by status would, costs a scan of them all for each batch of successes.
+    Job.objects.bulk_create([Job(task_name=ADD) for _ in range(5_000)])
+    held = claim(limit=5_000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobqueue_job")
+    q = Queries("default")
+    done = held[:2]
+    params = {
+        "worker": "w1",
+        "task_names": q.names([ADD]),
+        "all_queues": True,
+        "queues": q.names([]),
+        "excluded": q.names([]),
+        "limit": 2,
+        "lease": 300,
+        "done": json.dumps([{"id": j.id, "token": j.token, "result": None} for j in done]),
+        "done_ids": [j.id for j in done],
+        "buffer": 5,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + q.statements["claim"], params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    # The part under "CTE done" reads the table through its primary key only.
+    done_part = plan.split("CTE done", 1)[1].split("CTE due", 1)[0]
+    assert "jobqueue_job_pkey" in done_part, plan
+    assert "jobqueue_job_status_finished" not in done_part, plan
