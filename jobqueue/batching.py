@@ -42,7 +42,11 @@ class GroupCommit(Generic[T]):
         self.linger = linger
         # How many submissions a batch may wait for, the one waiting included.
         self.expected: Callable[[], int] = lambda: 1
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)
+        # The thread gathering a batch waits on a condition of its own (on the same lock), so
+        # that an arrival wakes it alone, not every thread waiting for its write as well.
+        self._arrival = threading.Condition(lock)
         self._queue: list[_Entry[T]] = []
         self._writing = False  # a thread is gathering a batch or writing one
         self._gathering = False
@@ -53,7 +57,7 @@ class GroupCommit(Generic[T]):
         with self._cond:
             self._queue.append(entry)
             if self._gathering:
-                self._cond.notify_all()  # the thread gathering a batch waits for this one
+                self._arrival.notify()
             while not entry.done and self._writing:
                 self._cond.wait()
             if entry.done:
@@ -85,7 +89,7 @@ class GroupCommit(Generic[T]):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return
-                self._cond.wait(remaining)
+                self._arrival.wait(remaining)
         finally:
             self._gathering = False
 
