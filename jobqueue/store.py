@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Hashable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,8 +60,9 @@ class ClaimScope:
     queues: tuple[str, ...] | None
     excluded: tuple[str, ...] = ()
 
-    def as_params(self) -> tuple[str, list[str], tuple[str, ...] | None, tuple[str, ...]]:
-        return self.worker, list(self.task_names), self.queues, self.excluded
+
+# The scope of a write that records successes and claims nothing.
+_NO_CLAIM = ClaimScope(worker="", task_names=(), queues=())
 
 
 @dataclass
@@ -116,9 +118,9 @@ class Store:
         ``queues=None`` serves every queue but ``excluded``. Only ``task_names`` are
         claimed, so a job for a task this worker does not know stays pending, untouched.
         """
-        scope = ClaimScope(worker, tuple(task_names), queues, tuple(excluded))
         if limit < 1 or not task_names:
             return []
+        scope = ClaimScope(worker, tuple(task_names), queues, tuple(excluded))
         return self._write(done=[], scope=scope, limit=limit)[1]
 
     def next_due(
@@ -253,7 +255,7 @@ class Store:
 
     def _succeed_many(self, done: list[_Success]) -> set[Hashable]:
         requests = [d.then for d in done if d.then is not None]
-        scope = requests[0].scope if requests else None
+        scope = requests[0].scope if requests else _NO_CLAIM
         asking = [r for r in requests if r.scope == scope]
         matched, claimed = self._write(done=done, scope=scope, limit=len(asking))
         for request, job in zip(asking, claimed, strict=False):
@@ -261,7 +263,7 @@ class Store:
         return set(matched)
 
     def _write(
-        self, *, done: list[_Success], scope: ClaimScope | None, limit: int
+        self, *, done: list[_Success], scope: ClaimScope, limit: int
     ) -> tuple[list[int], list[ClaimedJob]]:
         """Record ``done`` (fenced) and claim up to ``limit`` jobs of ``scope``.
 
@@ -270,13 +272,12 @@ class Store:
         transaction of two statements, each skipped when it has nothing to do.
         """
         q = self.queries
-        worker, task_names, queues, excluded = scope.as_params() if scope else ("", [], (), ())
         params = {
             "done": _done_rows(done),
             "done_ids": q.ids([d.job.id for d in done]),
             "buffer": self.settings.safety_buffer,
-            "worker": worker,
-            **self._selection(task_names, queues, excluded),
+            "worker": scope.worker,
+            **self._selection(list(scope.task_names), scope.queues, scope.excluded),
             "limit": limit,
             "lease": self.settings.lease,
             **q.clock(fence=self.settings.safety_buffer, lease_until=self.settings.lease),
@@ -285,15 +286,12 @@ class Store:
             rows = q.fetchall("claim", params)
             matched = list(rows[0][0] or []) if rows else []
             claimed_rows = [row[1:] for row in rows if row[1] is not None]
-        elif done and limit:
-            with transaction.atomic(using=q.using):
-                matched = [row[0] for row in q.fetchall("succeed_many", params)]
-                claimed_rows = q.fetchall("claim", params)
-        elif done:
-            matched, claimed_rows = [row[0] for row in q.fetchall("succeed_many", params)], []
         else:
-            matched, claimed_rows = [], q.fetchall("claim", params)
-        return matched, self._claimed(claimed_rows, worker)
+            both = bool(done) and bool(limit)
+            with transaction.atomic(using=q.using) if both else nullcontext():
+                matched = [row[0] for row in q.fetchall("succeed_many", params)] if done else []
+                claimed_rows = q.fetchall("claim", params) if limit else []
+        return matched, self._claimed(claimed_rows, scope.worker)
 
     def _claimed(self, rows: list[tuple[Any, ...]], worker: str) -> list[ClaimedJob]:
         jobs = [

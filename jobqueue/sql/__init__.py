@@ -59,10 +59,13 @@ class Queries:
 
     def names(self, values: Sequence[str]) -> Any:
         """A list parameter: a text array on PostgreSQL, JSON text for json_each on SQLite."""
-        return list(values) if self.is_postgresql else json.dumps(list(values))
+        return self._list(values)
 
     def ids(self, values: Sequence[int]) -> Any:
         """A list of ids: a bigint array on PostgreSQL, JSON text for json_each on SQLite."""
+        return self._list(values)
+
+    def _list(self, values: Sequence[Any]) -> Any:
         return list(values) if self.is_postgresql else json.dumps(list(values))
 
     def jobs(

@@ -129,26 +129,31 @@ def _plan(sql, params):
         return "\n".join(" ".join(map(str, row)) for row in cursor.fetchall())
 
 
+def _claim_params(q, *, limit, done=()):
+    """The claim statement's parameters, as the store passes them, for worker w1 and ADD."""
+    return {
+        "worker": "w1",
+        "task_names": q.names([ADD]),
+        "all_queues": True,
+        "queues": q.names([]),
+        "excluded": q.names([]),
+        "limit": limit,
+        "lease": 300,
+        # On PostgreSQL the claim also records the successes given.
+        "done": json.dumps([{"id": j.id, "token": j.token, "result": None} for j in done]),
+        "done_ids": q.ids([j.id for j in done]),
+        "buffer": 5,
+        **q.clock(lease_until=300, fence=5),
+    }
+
+
 def test_claim_uses_the_partial_index_with_many_finished_rows():
     FinishedJobFactory._meta.model.objects.bulk_create(
         [Job(task_name=ADD, status="succeeded", finished_at=timezone.now()) for _ in range(20_000)]
     )
     JobFactory.create_batch(20)
     q = Queries("default")
-    params = {
-        "worker": "w1",
-        "task_names": q.names([ADD]),
-        "all_queues": True,
-        "queues": q.names([]),
-        "excluded": q.names([]),
-        "limit": 4,
-        "lease": 300,
-        "done": "[]",  # on PostgreSQL the claim also records the successes given
-        "done_ids": [],
-        "buffer": 5,
-        **q.clock(lease_until=300),
-    }
-    plan = _plan(q.statements["claim"], params)
+    plan = _plan(q.statements["claim"], _claim_params(q, limit=4))
     assert "jobqueue_job_claim" in plan, plan
 
 
@@ -160,19 +165,7 @@ def test_successes_are_found_by_primary_key_however_many_jobs_run(postgresql_onl
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobqueue_job")
     q = Queries("default")
-    done = held[:2]
-    params = {
-        "worker": "w1",
-        "task_names": q.names([ADD]),
-        "all_queues": True,
-        "queues": q.names([]),
-        "excluded": q.names([]),
-        "limit": 2,
-        "lease": 300,
-        "done": json.dumps([{"id": j.id, "token": j.token, "result": None} for j in done]),
-        "done_ids": [j.id for j in done],
-        "buffer": 5,
-    }
+    params = _claim_params(q, limit=2, done=held[:2])
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + q.statements["claim"], params)
         plan = "\n".join(row[0] for row in cursor.fetchall())

@@ -5,6 +5,7 @@ import logging
 import re
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 from django.db import connection, connections, transaction
@@ -21,6 +22,31 @@ from tests.factories import FinishedJobFactory, JobFactory
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@contextmanager
+def held_in_another_transaction(write):
+    """Run ``write`` in a transaction on another thread and keep it open for a moment, so
+    that the block starts while that transaction is still uncommitted."""
+    written = threading.Event()
+
+    def hold():
+        try:
+            with transaction.atomic():
+                write()
+                written.set()
+                time.sleep(0.5)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert written.wait(10)
+    try:
+        yield
+    finally:
+        thread.join(10)
+
 
 WRITE = re.compile(r"\bUPDATE\s+jobqueue_job\b", re.IGNORECASE)
 
@@ -109,22 +135,12 @@ def test_retry_loses_the_race_against_a_lease_renewed_after_the_selection_was_ma
     transaction that commits only after the retry has started. The retry waits for the row
     (PostgreSQL) or the write lock (SQLite), re-checks its WHERE, and leaves the job alone."""
     job = abandoned(lease_until=ago(1))
-    renewing = threading.Event()
 
     def renew():
-        try:
-            with transaction.atomic():
-                Job.objects.filter(pk=job.pk).update(lease_until=later(300))
-                renewing.set()
-                time.sleep(0.5)
-        finally:
-            connections.close_all()
+        Job.objects.filter(pk=job.pk).update(lease_until=later(300))
 
-    thread = threading.Thread(target=renew)
-    thread.start()
-    assert renewing.wait(10)
-    outcome = Store().retry_jobs([job.pk])
-    thread.join(10)
+    with held_in_another_transaction(renew):
+        outcome = Store().retry_jobs([job.pk])
     assert outcome.done == [] and outcome.skipped == {"lease": 1}
     assert Job.objects.get(pk=job.pk).status == "abandoned"
 
@@ -271,21 +287,11 @@ def test_an_enqueue_of_the_same_key_committing_during_the_retry_wins():
     NOT EXISTS guard cannot see it yet, so on PostgreSQL the unique index stops the UPDATE;
     the store runs the statement again, sees the copy, and skips the old job."""
     old = failed(idempotency_key="report:3")
-    inserted = threading.Event()
 
     def enqueue():
-        try:
-            with transaction.atomic():
-                tasks.add.using(idempotency_key="report:3").enqueue(1, 1)
-                inserted.set()
-                time.sleep(0.5)
-        finally:
-            connections.close_all()
+        tasks.add.using(idempotency_key="report:3").enqueue(1, 1)
 
-    thread = threading.Thread(target=enqueue)
-    thread.start()
-    assert inserted.wait(10)
-    outcome = Store().retry_jobs([old.pk])
-    thread.join(10)
+    with held_in_another_transaction(enqueue):
+        outcome = Store().retry_jobs([old.pk])
     assert outcome.done == [] and outcome.skipped == {"key": 1}
     assert Job.objects.filter(idempotency_key="report:3", status="pending").count() == 1
