@@ -85,7 +85,7 @@ def _measure(jobs: int, concurrency: int) -> dict[str, float]:
 
     from bench.benchapp.tasks import noop
     from jobqueue import overview
-    from jobqueue.runtime.worker import Worker
+    from jobqueue.runtime.worker import PREFETCH_PER_SLOT, Worker
     from jobqueue.sql import Queries
 
     noop.enqueue_many([(i,) for i in range(jobs)])
@@ -99,6 +99,9 @@ def _measure(jobs: int, concurrency: int) -> dict[str, float]:
         "queues": q.names([]),
         "excluded": q.names([]),
         "limit": concurrency,
+        # As a busy worker claims: jobs for its free slots and, the jobs being short, more.
+        "ahead": PREFETCH_PER_SLOT * concurrency,
+        "max_crashes": 3,
         "lease": 300,
         "done": "[]",  # the claim statement also records successes; none here
         "done_ids": [],

@@ -26,6 +26,7 @@ POOL_OPTIONS = (
     "queues",
     "processes",
     "concurrency",
+    "prefetch",
     "resident",
     "idle_timeout",
     "max_memory",
@@ -65,6 +66,7 @@ class PoolSpec:
     name: str
     queues: tuple[str, ...] | None  # None: the catch-all pool
     concurrency: int = 4
+    prefetch: int | None = None  # jobs claimed ahead of the slots; None: 4 per slot
     processes: int = 1
     resident: bool = True  # False: the supervisor runs it only while jobs are due
     idle_timeout: float = 60.0  # s an on-demand worker waits with nothing due before exiting
@@ -126,6 +128,13 @@ def positive_int(where: str, value: Any) -> int:
     """Return ``value`` if it is a whole number of 1 or more, or raise naming ``where``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ImproperlyConfigured(f"{where} must be a whole number of 1 or more, not {value!r}.")
+    return value
+
+
+def non_negative_int(where: str, value: Any) -> int:
+    """Return ``value`` if it is a whole number of 0 or more, or raise naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ImproperlyConfigured(f"{where} must be a whole number of 0 or more, not {value!r}.")
     return value
 
 
@@ -210,12 +219,14 @@ def _pool(
     if not isinstance(resident, bool):
         raise ImproperlyConfigured(f'{where}["resident"] must be True or False, not {resident!r}.')
     max_jobs = options.get("max_jobs")
+    prefetch = options.get("prefetch")
     time_limit = options.get("time_limit")
     max_memory = options.get("max_memory")
     return PoolSpec(
         name=name,
         queues=queues,
         concurrency=positive_int(f'{where}["concurrency"]', options.get("concurrency", 4)),
+        prefetch=None if prefetch is None else non_negative_int(f'{where}["prefetch"]', prefetch),
         processes=positive_int(f'{where}["processes"]', options.get("processes", 1)),
         resident=resident,
         idle_timeout=seconds(

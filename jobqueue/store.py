@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Hashable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +19,6 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.utils import timezone
 
 from jobqueue import conf, signals, states
-from jobqueue.batching import GroupCommit
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.operations import Action, Outcome, Selection, SelectionSQL, compile_selection
 from jobqueue.sql import Queries, loads
@@ -66,23 +64,9 @@ _NO_CLAIM = ClaimScope(worker="", task_names=(), queues=())
 
 
 @dataclass
-class NextClaim:
-    """A slot's request, sent with its job's success, for one more job to run next.
-
-    The success and the claim go out in one statement, so a slot that finishes a job has
-    its next one without a round trip of its own. ``job`` is set once the write returns,
-    whether or not the fence accepted the success.
-    """
-
-    scope: ClaimScope
-    job: ClaimedJob | None = None
-
-
-@dataclass
-class _Success:
+class Success:
     job: ClaimedJob
     result: str  # JSON text
-    then: NextClaim | None = None
 
 
 class Store:
@@ -91,18 +75,9 @@ class Store:
     def __init__(self, using: str = DEFAULT_DB_ALIAS, settings: conf.Settings | None = None):
         self.queries = Queries(using)
         self.settings = settings or conf.get()
-        # Jobs that finish together on several slots are written together.
-        self._successes: GroupCommit[_Success] = GroupCommit(
-            self._succeed_many, key=lambda done: done.job.id
-        )
         self.more_to_prune = False
 
     # -- worker side ------------------------------------------------------------------
-
-    def batch_successes(self, busy: Callable[[], int], linger: float) -> None:
-        """Let a success wait up to ``linger`` s for those of the ``busy()`` slots running."""
-        self._successes.expected = busy
-        self._successes.linger = linger
 
     def claim(
         self,
@@ -112,16 +87,19 @@ class Store:
         queues: tuple[str, ...] | None,
         excluded: tuple[str, ...] = (),
         limit: int,
+        ahead: int = 0,
     ) -> list[ClaimedJob]:
         """pending -> running for up to ``limit`` due jobs, highest priority first.
 
         ``queues=None`` serves every queue but ``excluded``. Only ``task_names`` are
         claimed, so a job for a task this worker does not know stays pending, untouched.
+        Up to ``ahead`` more are claimed to be held until a slot frees, in order and only
+        while a crash would return them to pending (on_crash "retry", crashes left).
         """
-        if limit < 1 or not task_names:
+        if limit + ahead < 1 or not task_names:
             return []
         scope = ClaimScope(worker, tuple(task_names), queues, tuple(excluded))
-        return self._write(done=[], scope=scope, limit=limit)[1]
+        return self._write(done=[], scope=scope, limit=limit, ahead=ahead)[1]
 
     def next_due(
         self,
@@ -173,17 +151,35 @@ class Store:
             "excluded": q.names(excluded),
         }
 
-    def succeed(
-        self, job: ClaimedJob, result: Any, *, worker: str, then: NextClaim | None = None
-    ) -> None:
-        """running -> succeeded, storing the JSON ``result``.
+    def succeed(self, job: ClaimedJob, result: Any, *, worker: str) -> None:
+        """running -> succeeded, storing the JSON ``result``; fenced like every worker write.
 
-        Fenced like every worker write; successes that arrive together from several slots
-        share one statement, and the jobs their slots asked for with ``then`` are claimed
-        in that same statement.
+        A worker records its successes through :meth:`record` instead, many to a statement.
         """
-        if not self._successes.submit(_Success(job, json.dumps(result), then)):
+        matched, _ = self._write(done=[success(job, result)], scope=_NO_CLAIM, limit=0)
+        if not matched:
             raise JobRunAborted(_refused(job, "succeed"))
+        self._succeeded(job, worker)
+
+    def record(
+        self, done: list[Success], *, scope: ClaimScope, limit: int, ahead: int = 0
+    ) -> list[ClaimedJob]:
+        """Record the successes ``done`` and claim up to ``limit`` + ``ahead`` jobs of
+        ``scope`` (as :meth:`claim` does), in one statement on PostgreSQL.
+
+        A success the fence refuses is logged and dropped: its attempt no longer owns the
+        job, so its result must not be written.
+        """
+        matched, claimed = self._write(done=done, scope=scope, limit=limit, ahead=ahead)
+        recorded = set(matched)
+        for d in done:
+            if d.job.id in recorded:
+                self._succeeded(d.job, scope.worker)
+            else:
+                logger.warning("outcome discarded: %s", _refused(d.job, "succeed"))
+        return claimed
+
+    def _succeeded(self, job: ClaimedJob, worker: str) -> None:
         logger.info("job %s (%s) succeeded on attempt %s", job.id, job.task_name, job.attempt)
         self._finished(job, states.SUCCEEDED, worker)
 
@@ -253,19 +249,10 @@ class Store:
         if matched != 1:
             raise JobRunAborted(_refused(job, statement))
 
-    def _succeed_many(self, done: list[_Success]) -> set[Hashable]:
-        requests = [d.then for d in done if d.then is not None]
-        scope = requests[0].scope if requests else _NO_CLAIM
-        asking = [r for r in requests if r.scope == scope]
-        matched, claimed = self._write(done=done, scope=scope, limit=len(asking))
-        for request, job in zip(asking, claimed, strict=False):
-            request.job = job
-        return set(matched)
-
     def _write(
-        self, *, done: list[_Success], scope: ClaimScope, limit: int
+        self, *, done: list[Success], scope: ClaimScope, limit: int, ahead: int = 0
     ) -> tuple[list[int], list[ClaimedJob]]:
-        """Record ``done`` (fenced) and claim up to ``limit`` jobs of ``scope``.
+        """Record ``done`` (fenced) and claim up to ``limit`` + ``ahead`` jobs of ``scope``.
 
         Returns the ids of the successes the fence matched and the jobs claimed. On
         PostgreSQL one statement does both; SQLite has no writing CTEs, so there it is one
@@ -279,6 +266,8 @@ class Store:
             "worker": scope.worker,
             **self._selection(list(scope.task_names), scope.queues, scope.excluded),
             "limit": limit,
+            "ahead": ahead,
+            "max_crashes": self.settings.max_crashes,
             "lease": self.settings.lease,
             **q.clock(fence=self.settings.safety_buffer, lease_until=self.settings.lease),
         }
@@ -287,10 +276,10 @@ class Store:
             matched = list(rows[0][0] or []) if rows else []
             claimed_rows = [row[1:] for row in rows if row[1] is not None]
         else:
-            both = bool(done) and bool(limit)
-            with transaction.atomic(using=q.using) if both else nullcontext():
+            claiming = bool(limit + ahead) and bool(scope.task_names)
+            with transaction.atomic(using=q.using) if done and claiming else nullcontext():
                 matched = [row[0] for row in q.fetchall("succeed_many", params)] if done else []
-                claimed_rows = q.fetchall("claim", params) if limit else []
+                claimed_rows = q.fetchall("claim", params) if claiming else []
         return matched, self._claimed(claimed_rows, scope.worker)
 
     def _claimed(self, rows: list[tuple[Any, ...]], worker: str) -> list[ClaimedJob]:
@@ -366,11 +355,20 @@ class Store:
 
         Returns the ids renewed; a held job missing from them has lost its lease.
         """
+        return self._held("renew_leases", worker, tokens)
+
+    def unclaim(self, worker: str, tokens: list[str]) -> set[int]:
+        """running -> pending for jobs claimed ahead and never started: no attempt spent, no
+        crash counted. Returns the ids handed back; a job missing has lost its lease."""
+        return self._held("unclaim", worker, tokens)
+
+    def _held(self, statement: str, worker: str, tokens: list[str]) -> set[int]:
+        # A fenced write to the jobs of one worker, by token; the ids it matched.
         if not tokens:
             return set()
         q = self.queries
         rows = q.fetchall(
-            "renew_leases",
+            statement,
             {
                 "worker": worker,
                 "tokens": q.names(tokens),
@@ -549,6 +547,11 @@ class Store:
             signal.send(sender=Store, job_ids=outcome.done, using=self.queries.using)
 
 
+def success(job: ClaimedJob, result: Any) -> Success:
+    """A finished job and its result, ready for :meth:`Store.record`."""
+    return Success(job, json.dumps(result))
+
+
 def _refused(job: ClaimedJob, statement: str) -> str:
     return (
         f"job {job.id} ({job.task_name}) attempt {job.attempt}: the {statement} write was "
@@ -557,7 +560,7 @@ def _refused(job: ClaimedJob, statement: str) -> str:
     )
 
 
-def _done_rows(done: list[_Success]) -> str:
+def _done_rows(done: list[Success]) -> str:
     # Each result is already JSON text: splice it in as a value rather than encode it twice.
     parts = [
         f'{{"id": {d.job.id}, "token": {json.dumps(d.job.token)}, "result": {d.result}}}'

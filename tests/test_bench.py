@@ -43,3 +43,35 @@ def test_the_benchmark_runs_on_a_tiny_n(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     for row in ("| W1 |", "| W2 |", "| W3 |", "statements per job"):
         assert row in result.stdout
+
+
+def test_the_large_table_benchmark_runs_on_a_tiny_table(postgresql_only):
+    from django.db import connection
+
+    settings = connection.settings_dict
+    host, port = settings["HOST"] or "127.0.0.1", settings["PORT"] or 5432
+    # A database of its own, named as the script demands: it empties its job table.
+    password = f":{settings['PASSWORD']}" if settings["PASSWORD"] else ""
+    user = f"{settings['USER']}{password}@" if settings["USER"] else ""
+    url = f"postgres://{user}{host}:{port}/{settings['NAME']}_large_bench"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "large_table.py"),
+            "--database-url",
+            url,
+            "--finished",
+            "200",
+            "--jobs",
+            "20",
+            "--concurrency",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for row in ("claim statement", "drain 20 no-op jobs", "`jobs queues` figures"):
+        assert row in result.stdout

@@ -34,8 +34,8 @@ class JobqueueSystem(System):
     name: ClassVar[str] = "jobqueue"
     counts_statements: ClassVar[bool] = True
     drain_settings: ClassVar[dict[str, str]] = {
-        "default": "`runjobs`: the default pool (concurrency 4 unless POOLS says otherwise)",
-        "tuned": "`runjobs --concurrency 16`",
+        "default": "`runjobs`: the default pool (concurrency 4, prefetch 16)",
+        "tuned": "`runjobs --concurrency 16` (prefetch 64)",
     }
     TUNED: ClassVar[list[str]] = ["--concurrency", "16"]
 
@@ -108,9 +108,9 @@ class JobqueueSystem(System):
             "its column holds only the worker's registration at start. In service it costs "
             f"2 statements (register_worker, renew_leases) per worker every {interval:g} s, "
             "whatever the number of jobs.",
-            "On PostgreSQL a slot's success is recorded by the `claim` statement that "
-            "fetches its next job: the claim column counts those statements, and succeed "
-            "stays at 0.",
+            "On PostgreSQL the successes are recorded by the writer thread's `claim` "
+            "statement, which also claims the next jobs: the claim column counts those "
+            "statements, and succeed stays at 0.",
             "Not counted: connection set-up, such as the `SELECT set_config('TimeZone', ...)` "
             "Django runs on each new PostgreSQL connection whose server time zone is not "
             "named UTC (one connection per slot thread, the heartbeat and the main thread).",

@@ -19,7 +19,7 @@ from jobqueue import conf
 from jobqueue.enqueue import json_problem
 from jobqueue.exceptions import JobRunAborted, PermanentError, Snooze
 from jobqueue.runtime.context import JobContext
-from jobqueue.store import ClaimedJob, NextClaim, Store
+from jobqueue.store import ClaimedJob, Store
 from jobqueue.tasks import Task
 
 logger = logging.getLogger("jobqueue.worker")
@@ -31,7 +31,10 @@ class Attempt:
 
     job: ClaimedJob
     task: Task[Any, Any]
+    claimed: float = field(default_factory=time.monotonic)
+    # Set again when a slot starts it: a job claimed ahead may wait in line first.
     started: float = field(default_factory=time.monotonic)
+    ended: bool = False  # its handler returned and its slot was freed
     cancelled: threading.Event = field(default_factory=threading.Event)
     thread_id: int | None = None
     # Set by the executor when the attempt outlived its timeout and left its slot.
@@ -62,13 +65,13 @@ def run(
     attempt: Attempt,
     store: Store,
     worker: str,
-    ask_next: Callable[[Attempt], NextClaim | None] = lambda attempt: None,
-) -> None:
+    record_success: Callable[[Attempt, Any], None] | None = None,
+) -> bool:
     """Run the handler and write its outcome; an outcome the fence refuses is logged.
 
-    A success also asks, through ``ask_next``, for the slot's next job, claimed in the same
-    statement. Only a success: any other outcome leaves the slot free, for the worker's
-    loop to fill.
+    A success goes to ``record_success(attempt, value)`` when given (the worker's writer,
+    which records it in a later statement), else it is written here. Returns True if it
+    went there.
     """
     job, task = attempt.job, attempt.task
     attempt.thread_id = threading.get_ident()
@@ -92,11 +95,13 @@ def run(
             if delay is not None:
                 attempt.on_scheduled(delay)
         else:
-            # Asked now, not at the start: a stop or a timeout meanwhile means no more.
-            then = ask_next(attempt)
-            store.succeed(job, value, worker=worker, then=then)
+            if record_success is not None:
+                record_success(attempt, value)
+                return True
+            store.succeed(job, value, worker=worker)
     except JobRunAborted as exc:
         logger.warning("outcome discarded: %s", exc)
+    return False
 
 
 def _call(attempt: Attempt, store: Store) -> Any:

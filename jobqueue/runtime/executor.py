@@ -1,18 +1,18 @@
 """A fixed number of slots, each a thread with its own database connection.
 
-A slot's thread is long-lived so its connection is reused from job to job. ``run`` may
-return the slot's next attempt (a job claimed along with the last one's success): the slot
-runs it at once, without a trip through the worker's loop. An attempt that outlives its
-timeout leaves its slot at once: a fresh thread takes the slot over, and the stuck thread,
-whenever its handler returns, exits instead of taking more work.
+Claimed jobs wait in one line, first claimed first run; a free slot takes the next at once.
+Jobs claimed ahead wait there, held, until a slot frees. A slot's thread is long-lived so
+its connection is reused from job to job. An attempt that outlives its timeout leaves its
+slot at once: a fresh thread takes the slot over, and the stuck thread, whenever its
+handler returns, exits instead of taking more work.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 from django.db import connections
@@ -21,26 +21,36 @@ from jobqueue.runtime.attempt import Attempt
 
 logger = logging.getLogger("jobqueue.worker")
 
+# How much the latest run counts in the typical run time (an exponential moving average).
+TYPICAL_RUN_WEIGHT = 0.2
+
 
 class Executor:
     def __init__(
         self,
         *,
         concurrency: int,
-        run: Callable[[Attempt], Attempt | None],
+        run: Callable[[Attempt], bool],
         on_slot_free: Callable[[], None],
         name: str = "jobqueue-slot",
     ) -> None:
+        """``run(attempt)`` returns True when something else sees to the slot's next job
+        (a success handed to the writer); otherwise a slot left with nothing to run calls
+        ``on_slot_free()``."""
         self.concurrency = concurrency
         self._run = run
         self._on_slot_free = on_slot_free
         self._name = name
-        self._inbox: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
+        self._line: deque[Attempt] = deque()  # claimed, not started yet
         self._running: dict[int, Attempt] = {}
         self._stuck: set[int] = set()  # job ids of timed-out attempts whose thread lives on
         self._threads = 0
+        self._stopping = False
         self.completed = 0
+        # Seconds a job typically takes here, from start to outcome; None before the first.
+        self.typical_run: float | None = None
 
     def start(self) -> None:
         for _ in range(self.concurrency):
@@ -51,34 +61,56 @@ class Executor:
         name = f"{self._name}-{self._threads}"
         threading.Thread(target=self._slot, name=name, daemon=True).start()
 
-    def free_slots(self) -> int:
+    # -- what is where ----------------------------------------------------------------
+
+    def load(self) -> tuple[int, int]:
+        """How many attempts are running, and how many wait in line."""
         with self._lock:
-            return self.concurrency - len(self._running)
+            return len(self._running), len(self._line)
+
+    def free_slots(self) -> int:
+        """Slots that nothing running or waiting will fill."""
+        with self._lock:
+            return max(0, self.concurrency - len(self._running) - len(self._line))
 
     @property
     def stuck(self) -> int:
         with self._lock:
             return len(self._stuck)
 
-    def busy(self) -> int:
-        """How many slots are running a job."""
-        with self._lock:
-            return len(self._running)
-
     def idle(self) -> bool:
         with self._lock:
-            return not self._running
+            return not self._running and not self._line
 
     def running(self) -> list[Attempt]:
         with self._lock:
             return list(self._running.values())
 
+    def holding(self) -> list[Attempt]:
+        """Every attempt whose lease this process holds: running or waiting in line."""
+        with self._lock:
+            return [*self._running.values(), *self._line]
+
+    def oldest_held(self) -> float | None:
+        """When the attempt longest in line was claimed (monotonic), None if none waits."""
+        with self._lock:
+            return self._line[0].claimed if self._line else None
+
+    # -- in and out -------------------------------------------------------------------
+
     def submit(self, attempt: Attempt) -> None:
         with self._lock:
-            if len(self._running) >= self.concurrency:
-                raise RuntimeError("no free slot: claim no more than free_slots()")
-            self._running[attempt.job.id] = attempt
-        self._inbox.put(attempt)
+            self._line.append(attempt)
+            self._ready.notify()
+
+    def take_held(self, claimed_before: float | None = None) -> list[Attempt]:
+        """Take out of the line, unstarted, the attempts claimed before ``claimed_before``
+        (every one if None), to be handed back."""
+        with self._lock:
+            taken = [a for a in self._line if claimed_before is None or a.claimed < claimed_before]
+            for attempt in taken:
+                self._line.remove(attempt)
+        return taken
 
     def next_deadline(self) -> float | None:
         deadlines = [a.deadline for a in self.running() if a.deadline is not None]
@@ -101,8 +133,9 @@ class Executor:
         return expired
 
     def wait_idle(self, timeout: float) -> bool:
+        """Wait for the running attempts to end; the caller has emptied the line."""
         deadline = time.monotonic() + timeout
-        while not self.idle():
+        while self.running():
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.05)
@@ -110,46 +143,78 @@ class Executor:
 
     def stop(self) -> None:
         """Let idle slot threads exit; busy ones exit after their attempt."""
-        for _ in range(self._threads):
-            self._inbox.put(None)
+        with self._lock:
+            self._stopping = True
+            self._ready.notify_all()
+
+    # -- a slot -----------------------------------------------------------------------
 
     def _slot(self) -> None:
         try:
-            while (attempt := self._inbox.get()) is not None:
-                while attempt is not None:
-                    attempt, stay = self._run_one(attempt)
-                    if not stay:
-                        return
+            while (attempt := self._next()) is not None:
+                if not self._run_one(attempt):
+                    return
         finally:
             connections.close_all()
 
-    def _run_one(self, attempt: Attempt) -> tuple[Attempt | None, bool]:
-        """Run ``attempt``; return the slot's next attempt, and whether its thread stays."""
-        following = None
+    def _next(self) -> Attempt | None:
+        with self._lock:
+            while True:
+                while self._line:
+                    attempt = self._line.popleft()
+                    if attempt.cancelled.is_set():
+                        # Its lease was lost while it waited: another worker may own it.
+                        continue
+                    attempt.started = time.monotonic()
+                    self._running[attempt.job.id] = attempt
+                    return attempt
+                if self._stopping:
+                    return None
+                self._ready.wait()
+
+    def _run_one(self, attempt: Attempt) -> bool:
+        """Run ``attempt``; return whether this thread stays for more."""
+        seen_to = False
         try:
-            following = self._run(attempt)
+            seen_to = self._run(attempt)
         except Exception:
             logger.exception("job %s: unexpected error in the worker", attempt.job.id)
         finally:
             _reset_connection()
+        self.end(attempt)
+        if attempt.timed_out:
+            logger.warning(
+                "job %s: the handler that timed out has returned; its thread exits",
+                attempt.job.id,
+            )
+            return False
         with self._lock:
+            free = not self._line
+        if free and not seen_to:
+            self._on_slot_free()
+        return True
+
+    def end(self, attempt: Attempt) -> None:
+        """Free the slot of an attempt whose handler has returned (once; later calls pass).
+
+        Called before its success is handed to the writer, so that the writer counts the
+        slot as free when it claims.
+        """
+        took = time.monotonic() - attempt.started
+        with self._lock:
+            if attempt.ended:
+                return
+            attempt.ended = True
             self.completed += 1
-            if following is not None:
-                self._running[following.job.id] = following
+            self.typical_run = (
+                took
+                if self.typical_run is None
+                else self.typical_run + TYPICAL_RUN_WEIGHT * (took - self.typical_run)
+            )
             if attempt.timed_out:
                 self._stuck.discard(attempt.job.id)
-                logger.warning(
-                    "job %s: the handler that timed out has returned; its thread exits",
-                    attempt.job.id,
-                )
-                if following is not None:
-                    # Its slot has a fresh thread now: the next free thread runs this.
-                    self._inbox.put(following)
-                return None, False
-            self._running.pop(attempt.job.id, None)
-        if following is None:
-            self._on_slot_free()
-        return following, True
+            else:
+                self._running.pop(attempt.job.id, None)
 
 
 def _reset_connection() -> None:

@@ -24,7 +24,8 @@ from jobqueue.runtime.lease import Heartbeat
 from jobqueue.runtime.limits import Limits
 from jobqueue.runtime.listener import Listener, connection_target
 from jobqueue.runtime.polling import SAFETY_POLL, PollBackoff
-from jobqueue.store import ClaimedJob, ClaimScope, NextClaim, Store
+from jobqueue.runtime.writer import Writer
+from jobqueue.store import ClaimedJob, ClaimScope, Store, success
 
 logger = logging.getLogger("jobqueue.worker")
 T = TypeVar("T")
@@ -35,9 +36,17 @@ PRUNE_INTERVAL = 3600.0
 PRUNE_SLICE = 20  # statements of PRUNE_BATCH rows
 PRUNE_SLICE_PAUSE = 1.0
 
-# A success waits this long at most for those of the other busy slots: on a disk where each
-# commit waits for a flush, one commit of four jobs costs about what one of one does.
-SUCCESS_LINGER = 0.001
+# Jobs are claimed ahead of the slots only while they typically take less than this: then a
+# round trip of their own would be a large share of each, and a job held in line waits
+# about that long for a slot.
+PREFETCH_BELOW = 0.02
+# Unless the pool or the command line says otherwise, a worker claims up to this many jobs
+# per slot ahead of its slots (Celery's default prefetch multiplier is the same): with jobs
+# under PREFETCH_BELOW, a held job waits for a slot about 4 x that, at most.
+PREFETCH_PER_SLOT = 4
+# A job held in line longer than this (every slot taken by longer jobs) is handed back, so
+# that another worker may run it.
+HOLD_LIMIT = 1.0
 
 EXIT_OK = 0
 EXIT_STUCK = 3  # handlers stuck past their timeout filled the slots: restart this process
@@ -53,6 +62,7 @@ class Worker:
         queues: Sequence[str] = (),
         exclude_queues: Sequence[str] = (),
         concurrency: int | None = None,
+        prefetch: int | None = None,
         burst: bool = False,
         max_jobs: int | None = None,
         max_memory: int | None = None,
@@ -69,6 +79,12 @@ class Worker:
             self.settings, self.pool, queues, exclude_queues
         )
         self.concurrency = concurrency or self.pool.concurrency
+        # Jobs claimed ahead of the slots, at most.
+        self.prefetch = next(
+            p
+            for p in (prefetch, self.pool.prefetch, PREFETCH_PER_SLOT * self.concurrency)
+            if p is not None
+        )
         self.burst = burst
         # The pool's limits, unless the command line says otherwise.
         self.limits = Limits(
@@ -92,11 +108,11 @@ class Worker:
             run=self._run_attempt,
             on_slot_free=self._wake.set,
         )
-        self.store.batch_successes(self.executor.busy, SUCCESS_LINGER)
+        self.writer = Writer(store=self.store, sizes=self._claim_sizes, on_claimed=self._claimed)
         self.heartbeat = Heartbeat(
             store=self.store,
             worker=self.id,
-            held=self.executor.running,
+            held=self.executor.holding,
             register=self._register,
             interval=self.settings.heartbeat_interval,
         )
@@ -110,10 +126,15 @@ class Worker:
             )
         self._task_names: list[str] = []
         self._scope: ClaimScope | None = None
-        self._claims_lock = threading.Lock()
-        self._claimed_total = 0
-        self._claims_in_flight = 0  # asked for by slots along with a success, not back yet
+        self._claimed_total = 0  # written by the writer's thread alone
+        # After a hand-back, no claiming ahead until a slot has freed: the slots are taken
+        # by long jobs, and what is held would only wait and go back again.
+        self._ahead_after = -1  # a value of executor.completed
         self._retiring: str | None = None  # why this process stops claiming, if it does
+        self._limits_lock = threading.Lock()
+        # Held while claimed jobs join the line, and while the shutdown begins: after that,
+        # none joins it.
+        self._submitting = threading.Lock()
         self._parent_pid: int | None = None
         # Monotonic times at which jobs this process put back (retry, snooze) fall due.
         self._due_times: list[float] = []
@@ -144,6 +165,7 @@ class Worker:
         signals.jobs_committed.connect(self._on_jobs_committed, weak=False)
         self.heartbeat.start()
         self.executor.start()
+        self.writer.start(self._scope)
         if self.listener is not None:
             self.listener.start()
         try:
@@ -171,6 +193,7 @@ class Worker:
             if now >= next_rescue:
                 self._rescue()
                 next_rescue = now + self.settings.heartbeat_interval
+            self._hand_back_held(claimed_before=now - HOLD_LIMIT)
             if now >= next_prune:
                 more = self._prune()
                 next_prune = now + (PRUNE_SLICE_PAUSE if more else PRUNE_INTERVAL)
@@ -178,16 +201,13 @@ class Worker:
                 logger.error("worker %s: its supervisor is gone; stopping", self.id)
                 self.stop()
                 break
-            self._retiring = self._retiring or self.limits.retire_reason(
-                now, self._claimed_total, self.executor.completed
-            )
-            if self._retiring:
+            if self._check_limits(now):
                 # Claim no more, let what runs finish (however long), then leave.
-                if self.executor.idle():
+                if self._idle():
                     logger.info("worker %s: %s; exiting to be restarted", self.id, self._retiring)
                     break
                 next_look = now + SAFETY_POLL
-            elif self.limits.idle_for_too_long(now, busy=not self.executor.idle()):
+            elif self.limits.idle_for_too_long(now, busy=not self._idle()):
                 logger.info(
                     "worker %s: nothing due for %g s (idle_timeout); exiting",
                     self.id,
@@ -204,14 +224,12 @@ class Worker:
             woken = self._sleep(min(next_look, next_rescue, next_prune, self._next_timer()))
 
     def _look(self, poll: PollBackoff) -> float | None:
-        """Claim what fits in the free slots; return how long until the next look."""
-        # Claim only what can run now: the limit is the number of free slots.
-        free = self._claim_limit(self.executor.free_slots())
-        if not free:
+        """Claim for the free slots (the writer does); return how long until the next look."""
+        if not sum(self._claim_sizes()):
             # Every slot is busy: a freed slot wakes us, and we claim again at once.
             return SAFETY_POLL
         try:
-            claimed = self._retrying_once(lambda: self._claim(free))
+            asked, claimed = self._retrying_once(self.writer.claim)
         except DatabaseError:
             # The database is away (restart, failover): keep the process and its in-flight
             # jobs, and look again after the idle wait.
@@ -219,12 +237,17 @@ class Worker:
             logger.exception("worker %s: claim failed; retrying in %g s", self.id, wait)
             connections[self.store.queries.using].close()
             return wait
+        if not self.writer.alive:
+            return 0.0  # the loop's next turn sees why, and stops
+        if not asked:
+            return SAFETY_POLL  # the slots filled before the statement went out
+        logger.debug("looked for up to %s job(s), claimed %s", asked, claimed)
         if claimed:
             self.limits.last_busy = time.monotonic()
             poll.found_work()
             # We may have taken everything due; a freed slot or a notification wakes us.
             return SAFETY_POLL if self._listening() else self.settings.poll_interval
-        if self.burst and self.executor.idle():
+        if self.burst and self._idle():
             logger.info("worker %s: nothing is due, leaving (--burst)", self.id)
             return None
         # An empty look. With LISTEN a notification wakes us; without, poll, twice as long
@@ -232,6 +255,10 @@ class Worker:
         wait = SAFETY_POLL if self._listening() else poll.empty_look()
         due = self._next_due()
         return wait if due is None else max(0.0, min(wait, due))
+
+    def _idle(self) -> bool:
+        """Nothing running, nothing in line, no success waiting to be written."""
+        return self.executor.idle() and not self.writer.pending
 
     def _retrying_once(self, query: Callable[[], T]) -> T:
         # After a database restart this thread's connection is dead but the database is
@@ -257,6 +284,9 @@ class Worker:
         """The earliest of: an attempt's timeout, a job this process put back falling due."""
         timers = [time.monotonic() + (1.0 if self._parent_pid is not None else SAFETY_POLL)]
         timers += self.limits.timers()
+        oldest_held = self.executor.oldest_held()
+        if oldest_held is not None:
+            timers.append(oldest_held + HOLD_LIMIT)
         deadline = self.executor.next_deadline()
         if deadline is not None:
             timers.append(deadline)
@@ -284,74 +314,87 @@ class Worker:
     def _listening(self) -> bool:
         return self.listener is not None and self.listener.connected.is_set()
 
-    def _claim(self, limit: int) -> list[ClaimedJob]:
-        claimed = self.store.claim(
-            worker=self.id,
-            task_names=self._task_names,
-            queues=self.queues,
-            excluded=self.excluded,
-            limit=limit,
-        )
-        logger.debug("looked for up to %s job(s), claimed %s", limit, len(claimed))
-        with self._claims_lock:
-            self._claimed_total += len(claimed)
-        for job in claimed:
-            self.executor.submit(self._attempt(job))
-        return claimed
+    def _claim_sizes(self) -> tuple[int, int]:
+        """How many jobs the next statement claims: for the free slots, and ahead of them.
 
-    def _claim_limit(self, free: int) -> int:
-        with self._claims_lock:
-            return self.limits.claim_limit(free, self._claimed_total + self._claims_in_flight)
-
-    def _run_attempt(self, attempt: Attempt) -> Attempt | None:
-        """A slot runs ``attempt``; its success also claims the slot's next job, if it may."""
-        asked: list[NextClaim] = []
-
-        def ask_next(finished: Attempt) -> NextClaim | None:
-            then = self._next_claim(finished)
-            if then is not None:
-                asked.append(then)
-            return then
-
-        try:
-            attempts.run(attempt, self.store, self.id, ask_next=ask_next)
-        except Exception:
-            # Logged here rather than by the slot: a job claimed along with the success is
-            # still this slot's to run, even if something after the write raised.
-            logger.exception("job %s: unexpected error in the worker", attempt.job.id)
-        return self._claim_answered(asked[0] if asked else None)
-
-    def _claim_answered(self, then: NextClaim | None) -> Attempt | None:
-        if then is None:
-            return None
-        with self._claims_lock:
-            self._claims_in_flight -= 1
-            self._claimed_total += then.job is not None
-        if then.job is None:
-            return None
-        self.limits.last_busy = time.monotonic()
-        return self._attempt(then.job)
-
-    def _next_claim(self, finished: Attempt) -> NextClaim | None:
-        # Not while stopping or retiring, not from an attempt that left its slot, and never
-        # past max_jobs: a request counts against the limit until its answer is back.
-        if self._stop.is_set() or self._retiring or self._scope is None:
-            return None
-        if finished.timed_out or finished.cancelled.is_set():
-            return None
-        # The loop checks the limits between the jobs it hands out; this is between jobs too.
-        reason = self.limits.retire_reason(
-            time.monotonic(), self._claimed_total, self.executor.completed + 1
-        )
-        if reason:
-            self._retiring = self._retiring or reason
+        Called by the writer just before each statement, and by the loop before it asks.
+        """
+        if self._stop.is_set() or self._scope is None:
+            return 0, 0
+        # Between jobs, like the loop: a limit reached here means no more claims.
+        if self._check_limits(time.monotonic()):
             self._wake.set()
-            return None
-        with self._claims_lock:
-            if not self.limits.claim_limit(1, self._claimed_total + self._claims_in_flight):
-                return None
-            self._claims_in_flight += 1
-        return NextClaim(self._scope)
+            return 0, 0
+        running, waiting = self.executor.load()
+        free = max(0, self.concurrency - running - waiting)
+        held = max(0, waiting - (self.concurrency - running))
+        typical = self.executor.typical_run
+        short = typical is not None and typical < PREFETCH_BELOW
+        short = short and self.executor.completed > self._ahead_after
+        ahead = max(0, self.prefetch - held) if short else 0
+        total = self.limits.claim_limit(free + ahead, self._claimed_total)
+        return min(free, total), total - min(free, total)
+
+    def _check_limits(self, now: float) -> str | None:
+        """Why this worker retires, if a limit says it should; the first reason stays."""
+        # The loop and the writer both check, and a check between jobs happens once per
+        # job: under the lock, the other waits for its outcome instead of skipping it.
+        with self._limits_lock:
+            if not self._retiring:
+                self._retiring = self.limits.retire_reason(
+                    now, self._claimed_total, self.executor.completed
+                )
+            return self._retiring
+
+    def _claimed(self, jobs: list[ClaimedJob], asked: int, recorded: int) -> None:
+        """Take the jobs a statement of the writer claimed (on the writer's thread)."""
+        with self._submitting:
+            stopped = self._stop.is_set()
+            if not stopped:
+                for job in jobs:
+                    self.executor.submit(self._attempt(job))
+        if jobs and stopped:
+            # Claimed by a statement that was already out when the shutdown began: they go
+            # back unstarted rather than into a line that nothing will serve.
+            self._unclaim([job.token for job in jobs], "claimed as the worker stopped")
+            return
+        self._claimed_total += len(jobs)
+        if jobs:
+            self.limits.last_busy = time.monotonic()
+        logger.debug("recorded %s success(es), claimed %s job(s)", recorded, len(jobs))
+        if recorded and (len(jobs) < asked or self._retiring or self._stop.is_set()):
+            # Slots freed by these successes stay empty: the loop looks (with --burst, it
+            # leaves if nothing is due), or, if it is winding down, sees whether it is done.
+            self._wake.set()
+
+    def _run_attempt(self, attempt: Attempt) -> bool:
+        """A slot runs ``attempt``; True if its success went to the writer."""
+        return attempts.run(attempt, self.store, self.id, record_success=self._record_success)
+
+    def _record_success(self, attempt: Attempt, value: object) -> None:
+        # The slot is freed first, so that the writer counts it free when it claims.
+        self.executor.end(attempt)
+        self.writer.add(success(attempt.job, value))
+
+    def _hand_back_held(self, claimed_before: float | None = None) -> None:
+        """Hand back, unstarted, the jobs held in line since before ``claimed_before``
+        (every one if None): pending again, with no attempt spent and no crash counted."""
+        held = self.executor.take_held(claimed_before)
+        if not held:
+            return
+        self._ahead_after = self.executor.completed
+        why = "held unstarted" if claimed_before is None else f"held for over {HOLD_LIMIT:g} s"
+        self._unclaim([a.job.token for a in held], why)
+
+    def _unclaim(self, tokens: list[str], why: str) -> None:
+        try:
+            returned = self.store.unclaim(self.id, tokens)
+        except Exception:
+            # Still this worker's: their leases run out and recovery returns them.
+            logger.exception("worker %s: could not hand back %s job(s)", self.id, len(tokens))
+            connections[self.store.queries.using].close()
+            return
+        logger.info("worker %s: handed back %s job(s) %s", self.id, len(returned), why)
 
     def _attempt(self, job: ClaimedJob) -> Attempt:
         task = tasks.get(job.task_name)
@@ -367,6 +410,10 @@ class Worker:
     def _should_stop(self) -> bool:
         if self.heartbeat.error is not None or not self.heartbeat.alive:
             logger.critical("worker %s: the heartbeat thread died; stopping", self.id)
+            self.exit_code = 1
+            return True
+        if self.writer.error is not None or not self.writer.alive:
+            logger.critical("worker %s: the writer thread died; stopping", self.id)
             self.exit_code = 1
             return True
         stuck = self.executor.stuck
@@ -445,6 +492,9 @@ class Worker:
     # -- shutdown ---------------------------------------------------------------------
 
     def _shutdown(self) -> None:
+        with self._submitting:
+            self._stop.set()  # the writer claims nothing more from here on
+        self._hand_back_held()
         in_flight = len(self.executor.running())
         if in_flight:
             logger.info(
@@ -453,7 +503,10 @@ class Worker:
                 self.shutdown_timeout,
                 in_flight,
             )
-        if not self.executor.wait_idle(self.shutdown_timeout):
+        finished = self.executor.wait_idle(self.shutdown_timeout)
+        # The successes of what finished are written before the worker leaves.
+        self.writer.stop(timeout=self.shutdown_timeout)
+        if not finished:
             self._release_unfinished()
         if self.listener is not None:
             self.listener.stop()

@@ -44,13 +44,14 @@ ON CONFLICT DO NOTHING
 RETURNING id, idempotency_key, pg_notify(%(channel)s, %(queue)s);
 
 -- name: claim
--- Record the successes in %(done)s (fenced, like every worker write) and claim up to
--- %(limit)s due jobs of this worker's tasks and queues, in one statement: a slot that
--- finishes a job asks for its next one in the same round trip. Either part may be empty.
--- SKIP LOCKED lets concurrent workers pass over each other's rows instead of queueing
--- behind them; the ORDER BY matches the partial index jobqueue_job_claim. One row comes
--- back per claimed job (one with a NULL id if none was), each carrying the ids of the
--- successes the fence matched.
+-- Record the successes in %(done)s (fenced, like every worker write) and claim due jobs of
+-- this worker's tasks and queues, in one statement: the writer thread sends the successes
+-- that came in while its last statement was out, and gets the next jobs back with them.
+-- Any part may be empty. %(limit)s jobs are for slots free now; up to %(ahead)s more are
+-- claimed ahead, to be held until a slot frees (see picked). SKIP LOCKED lets concurrent
+-- workers pass over each other's rows instead of queueing behind them; the ORDER BY matches
+-- the partial index jobqueue_job_claim. One row comes back per claimed job (one with a NULL
+-- id if none was), each carrying the ids of the successes the fence matched.
 WITH done AS (
     UPDATE jobqueue_job AS job
     SET status = 'succeeded', result = done.result, lease_until = NULL,
@@ -64,7 +65,7 @@ WITH done AS (
     RETURNING job.id
 ),
 due AS (
-    SELECT id
+    SELECT id, priority, run_at, on_crash, crashes
     FROM jobqueue_job
     WHERE status = 'pending'
       AND run_at <= now()
@@ -72,8 +73,26 @@ due AS (
       AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
       AND queue <> ALL(%(excluded)s::text[])
     ORDER BY priority DESC, run_at, id
-    LIMIT %(limit)s
+    LIMIT %(limit)s + %(ahead)s
     FOR UPDATE SKIP LOCKED
+),
+-- A job held unstarted is recovered like a running one if this worker dies, so only a job
+-- that recovery would return to pending may be held: on_crash "retry", with crashes left.
+-- Jobs are held in claim order up to the first that may not be; it and those after it are
+-- left pending (their locks go with the statement) for the next claim to take first.
+numbered AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, run_at, id) AS n,
+           on_crash = 'retry' AND crashes + 1 < %(max_crashes)s AS holdable
+    FROM due
+),
+picked AS (
+    SELECT id
+    FROM numbered
+    WHERE n <= %(limit)s
+       OR NOT EXISTS (
+           SELECT 1 FROM numbered AS earlier
+           WHERE earlier.n > %(limit)s AND earlier.n <= numbered.n AND NOT earlier.holdable
+       )
 ),
 claimed AS (
     UPDATE jobqueue_job AS job
@@ -84,8 +103,8 @@ claimed AS (
         attempts = job.attempts + 1,
         started_at = now(),
         updated_at = now()
-    FROM due
-    WHERE job.id = due.id
+    FROM picked
+    WHERE job.id = picked.id
     RETURNING job.id, job.task_name, job.queue, job.priority, job.args, job.kwargs,
               job.attempts, job.max_attempts, job.crashes, job.token, job.steps
 )
@@ -175,6 +194,17 @@ DELETE FROM jobqueue_worker WHERE id = %(worker)s;
 -- lease that still has SAFETY_BUFFER left; a job missing from the result has been lost.
 UPDATE jobqueue_job
 SET lease_until = now() + make_interval(secs => %(lease)s)
+WHERE worker = %(worker)s AND status = 'running'
+  AND token = ANY(%(tokens)s::text[])
+  AND lease_until > now() + make_interval(secs => %(buffer)s)
+RETURNING id;
+
+-- name: unclaim
+-- Hand back jobs this worker claimed ahead and never started: pending again, as if never
+-- claimed, with no attempt spent and no crash counted. Fenced like every worker write.
+UPDATE jobqueue_job
+SET status = 'pending', attempts = greatest(attempts - 1, 0), lease_until = NULL,
+    token = NULL, worker = NULL, updated_at = now()
 WHERE worker = %(worker)s AND status = 'running'
   AND token = ANY(%(tokens)s::text[])
   AND lease_until > now() + make_interval(secs => %(buffer)s)

@@ -36,9 +36,11 @@ ON CONFLICT DO NOTHING
 RETURNING id, idempotency_key;
 
 -- name: claim
--- Claim up to %(limit)s due jobs of this worker's tasks and queues in one statement. A
--- write statement in autocommit takes SQLite's write lock before it reads, waiting up to the
--- connection's timeout, so two workers never claim from the same snapshot.
+-- Claim due jobs of this worker's tasks and queues in one statement: %(limit)s for the slots
+-- free now, and up to %(ahead)s more to hold until a slot frees, held only while recovery
+-- would return them to pending (see the PostgreSQL statement). A write statement in
+-- autocommit takes SQLite's write lock before it reads, waiting up to the connection's
+-- timeout, so two workers never claim from the same snapshot.
 UPDATE jobqueue_job
 SET status = 'running',
     token = lower(hex(randomblob(16))),
@@ -48,15 +50,29 @@ SET status = 'running',
     started_at = %(now)s,
     updated_at = %(now)s
 WHERE id IN (
+    WITH due AS (
+        SELECT id, priority, run_at, on_crash, crashes
+        FROM jobqueue_job
+        WHERE status = 'pending'
+          AND run_at <= %(now)s
+          AND task_name IN (SELECT value FROM json_each(%(task_names)s))
+          AND (%(all_queues)s OR queue IN (SELECT value FROM json_each(%(queues)s)))
+          AND queue NOT IN (SELECT value FROM json_each(%(excluded)s))
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s + %(ahead)s
+    ),
+    numbered AS (
+        SELECT id, row_number() OVER (ORDER BY priority DESC, run_at, id) AS n,
+               on_crash = 'retry' AND crashes + 1 < %(max_crashes)s AS holdable
+        FROM due
+    )
     SELECT id
-    FROM jobqueue_job
-    WHERE status = 'pending'
-      AND run_at <= %(now)s
-      AND task_name IN (SELECT value FROM json_each(%(task_names)s))
-      AND (%(all_queues)s OR queue IN (SELECT value FROM json_each(%(queues)s)))
-      AND queue NOT IN (SELECT value FROM json_each(%(excluded)s))
-    ORDER BY priority DESC, run_at, id
-    LIMIT %(limit)s
+    FROM numbered
+    WHERE n <= %(limit)s
+       OR NOT EXISTS (
+           SELECT 1 FROM numbered AS earlier
+           WHERE earlier.n > %(limit)s AND earlier.n <= numbered.n AND NOT earlier.holdable
+       )
 )
 RETURNING id, task_name, queue, priority, args, kwargs, attempts, max_attempts, crashes,
           token, steps;
@@ -153,6 +169,17 @@ DELETE FROM jobqueue_worker WHERE id = %(worker)s;
 -- lease that still has SAFETY_BUFFER left; a job missing from the result has been lost.
 UPDATE jobqueue_job
 SET lease_until = %(lease_until)s
+WHERE worker = %(worker)s AND status = 'running'
+  AND token IN (SELECT value FROM json_each(%(tokens)s))
+  AND lease_until > %(fence)s
+RETURNING id;
+
+-- name: unclaim
+-- Hand back jobs this worker claimed ahead and never started: pending again, as if never
+-- claimed, with no attempt spent and no crash counted. Fenced like every worker write.
+UPDATE jobqueue_job
+SET status = 'pending', attempts = max(attempts - 1, 0), lease_until = NULL,
+    token = NULL, worker = NULL, updated_at = %(now)s
 WHERE worker = %(worker)s AND status = 'running'
   AND token IN (SELECT value FROM json_each(%(tokens)s))
   AND lease_until > %(fence)s

@@ -207,3 +207,36 @@ def test_the_worker_survives_its_connections_being_cut(start_worker):
     )
     assert worker.proc.poll() is None
     assert executions("after the cut").count() >= 1
+
+
+def test_kill_9_returns_held_jobs_to_pending_and_leaves_park_jobs_alone(start_worker, tmp_path):
+    gate = tmp_path / "gate"
+    tasks.add.enqueue(1, 1)  # quick: the worker's jobs are short, so it claims ahead
+    blocker = tasks.block_until.enqueue(str(gate))
+    held = [tasks.add.enqueue(i, i) for i in range(2)]
+    parked = tasks.park_block_until.enqueue(str(gate))
+    worker = start_worker("--concurrency", "1", "--prefetch", "4", settings=SHORT)
+    wait_for(lambda: executions("block:start").exists(), timeout=30, message="the blocker")
+    wait_for(
+        lambda: Job.objects.filter(pk__in=[j.pk for j in held], status="running").count() == 2,
+        timeout=10,
+        message="two jobs held",
+    )
+    # Held up to the first job a crash would park, which stays pending, unclaimed.
+    assert Job.objects.get(pk=parked.pk).status == "pending"
+    worker.kill()
+    start_worker(settings={**SHORT, "POOLS": {"default": {"queues": "*", "prefetch": 0}}})
+    gate.touch()
+    wait_for(
+        lambda: Job.objects.filter(status="succeeded").count() == 5,
+        timeout=LEASE + 15,
+        message="every job to succeed after recovery",
+    )
+    # Nothing lost and nothing parked: the held jobs came back like the running one did,
+    # each with a crash counted, and ran once, on the second worker.
+    for job in [blocker, *held]:
+        row = Job.objects.get(pk=job.pk)
+        assert (row.status, row.attempts, row.crashes) == ("succeeded", 1, 1)
+    row = Job.objects.get(pk=parked.pk)
+    assert (row.status, row.attempts, row.crashes) == ("succeeded", 1, 0)
+    assert executions("park:start").count() == 1

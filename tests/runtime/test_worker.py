@@ -163,11 +163,11 @@ def test_async_handler_is_cancelled_at_its_timeout():
     assert Execution.objects.filter(label="async:cancelled").count() == 1
 
 
-def test_a_success_claims_the_slots_next_job_in_the_same_write():
+def test_a_success_goes_out_with_the_claim_of_the_slots_next_job():
     jobs = [tasks.add.enqueue(i, i) for i in range(5)]
     names = {sql: name for name, sql in load(connection.vendor).items()}
     with StatementCounter(lambda sql: names.get(sql, "other")) as counter:
-        assert run_burst(concurrency=1) == EXIT_OK
+        assert run_burst(concurrency=1, prefetch=0) == EXIT_OK
     assert [Job.objects.get(pk=j.pk).status for j in jobs] == ["succeeded"] * 5
     # The loop's first claim, one per success (each bringing the next job, the last one
     # none), and the loop's last, empty look: the slot never went back to the loop between.
@@ -181,16 +181,138 @@ def test_a_success_claims_the_slots_next_job_in_the_same_write():
 def test_a_success_claims_nothing_once_the_worker_is_stopping():
     jobs = [tasks.add.enqueue(i, i) for i in range(3)]
     worker = Worker(concurrency=1)
-    original = worker._next_claim
+    original = worker._record_success
 
-    def stop_after_the_first_job(finished):
+    def stop_after_the_first_job(attempt, value):
         worker.stop()
-        return original(finished)
+        original(attempt, value)
 
-    worker._next_claim = stop_after_the_first_job
+    worker._record_success = stop_after_the_first_job
     assert worker.run() == EXIT_OK
     statuses = sorted(Job.objects.get(pk=j.pk).status for j in jobs)
     assert statuses == ["pending", "pending", "succeeded"]
+
+
+def start_worker(**kwargs) -> tuple[Worker, threading.Thread]:
+    worker = Worker(**kwargs)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    return worker, thread
+
+
+def held_rows(worker: Worker) -> list[tuple[int, str, int, int]]:
+    """(id, status, attempts, crashes) of the rows this worker holds as running."""
+    return list(
+        Job.objects.filter(worker=worker.id, status="running")
+        .order_by("id")
+        .values_list("id", "status", "attempts", "crashes")
+    )
+
+
+def test_short_jobs_are_claimed_ahead_and_held_until_a_slot_frees(tmp_path):
+    gate = tmp_path / "gate"
+    tasks.add.enqueue(1, 1)  # quick: it makes the worker's jobs "short"
+    blocker = tasks.block_until.enqueue(str(gate))
+    later = [tasks.add.enqueue(i, i) for i in range(3)]
+    worker, thread = start_worker(concurrency=1, prefetch=2, burst=True)
+    try:
+        wait_for(lambda: Execution.objects.filter(label="block:start").exists(), message="start")
+        # The quick job's success claimed the blocker for the slot and two more, held.
+        wait_for(lambda: len(held_rows(worker)) == 3, message="two jobs held")
+        assert [row[0] for row in held_rows(worker)] == [blocker.pk, later[0].pk, later[1].pk]
+        assert Job.objects.get(pk=later[2].pk).status == "pending"
+        assert worker.executor.load() == (1, 2)
+    finally:
+        gate.touch()
+        thread.join(20)
+    assert not thread.is_alive()
+    assert Job.objects.filter(status="succeeded").count() == 5
+
+
+def test_jobs_that_park_on_a_crash_are_never_held(tmp_path):
+    gate = tmp_path / "gate"
+    tasks.add.enqueue(1, 1)
+    tasks.block_until.enqueue(str(gate))
+    held = tasks.add.enqueue(2, 2)
+    parked = tasks.park_block_until.enqueue(str(tmp_path / "open"))
+    after = tasks.add.enqueue(3, 3)
+    worker, thread = start_worker(concurrency=1, prefetch=3, burst=True)
+    try:
+        wait_for(lambda: Execution.objects.filter(label="block:start").exists(), message="start")
+        wait_for(lambda: len(held_rows(worker)) == 2, message="one job held")
+        # Held up to the first job a crash would park: it, and what comes after, wait.
+        assert Job.objects.get(pk=held.pk).status == "running"
+        assert Job.objects.get(pk=parked.pk).status == "pending"
+        assert Job.objects.get(pk=after.pk).status == "pending"
+    finally:
+        (tmp_path / "open").touch()
+        gate.touch()
+        thread.join(20)
+    assert Job.objects.filter(status="succeeded").count() == 5
+
+
+def test_a_job_held_too_long_is_handed_back_unspent(tmp_path, monkeypatch):
+    monkeypatch.setattr("jobqueue.runtime.worker.HOLD_LIMIT", 0.2)
+    gate = tmp_path / "gate"
+    tasks.add.enqueue(1, 1)
+    tasks.block_until.enqueue(str(gate))
+    held = tasks.add.enqueue(2, 2)
+    worker, thread = start_worker(concurrency=1, prefetch=1)
+    try:
+        wait_for(lambda: Execution.objects.filter(label="block:start").exists(), message="start")
+        # Every slot is taken by a long job: the held one goes back for another worker.
+        wait_for(lambda: Job.objects.get(pk=held.pk).status == "pending", message="handed back")
+        row = Job.objects.get(pk=held.pk)
+        assert (row.attempts, row.crashes, row.worker, row.token) == (0, 0, None, None)
+        assert worker.executor.load() == (1, 0)
+    finally:
+        gate.touch()
+        worker.stop()
+        thread.join(20)
+
+
+def test_stop_hands_back_held_jobs_unspent_and_runs_none_of_them(tmp_path):
+    gate = tmp_path / "gate"
+    tasks.add.enqueue(1, 1)
+    tasks.block_until.enqueue(str(gate))
+    held = [tasks.add.enqueue(i, i) for i in range(2)]
+    worker, thread = start_worker(concurrency=1, prefetch=2)
+    wait_for(lambda: Execution.objects.filter(label="block:start").exists(), message="start")
+    wait_for(lambda: len(held_rows(worker)) == 3, message="held")
+    worker.stop()
+    gate.touch()
+    thread.join(20)
+    rows = Job.objects.filter(pk__in=[j.pk for j in held]).values_list(
+        "status", "attempts", "crashes"
+    )
+    assert sorted(rows) == [("pending", 0, 0)] * 2
+    assert Job.objects.filter(status="succeeded").count() == 2  # the quick one, the blocker
+
+
+def test_the_worker_stops_if_its_writer_thread_dies(caplog):
+    job = tasks.add.enqueue(1, 1)
+    worker = Worker(concurrency=1)
+    sizes = worker.writer._sizes
+
+    def broken_on_the_writer_thread():
+        if threading.current_thread().name == "jobqueue-writer":
+            raise RuntimeError("broken")
+        return sizes()
+
+    worker.writer._sizes = broken_on_the_writer_thread
+    with caplog.at_level(logging.CRITICAL, logger="jobqueue"):
+        assert worker.run() == 1
+    assert "the writer thread died" in caplog.text
+    # It ran, but its success was never written: its lease runs out and recovery returns it.
+    assert Job.objects.get(pk=job.pk).status == "running"
+
+
+def test_max_jobs_counts_the_jobs_claimed_ahead():
+    for i in range(10):
+        tasks.add.enqueue(i, i)
+    assert run_burst(concurrency=1, prefetch=4, max_jobs=3) == EXIT_OK
+    assert Job.objects.filter(status="succeeded").count() == 3
+    assert Job.objects.exclude(status__in=["succeeded", "pending"]).count() == 0
 
 
 def test_max_jobs_stops_the_worker():

@@ -20,9 +20,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ADD = "tests.testapp.tasks.add"
 
 
-def claim(limit=10, task_names=(ADD,), queues=None, excluded=()):
+def claim(limit=10, task_names=(ADD,), queues=None, excluded=(), ahead=0):
     return Store().claim(
-        worker="w1", task_names=list(task_names), queues=queues, excluded=excluded, limit=limit
+        worker="w1",
+        task_names=list(task_names),
+        queues=queues,
+        excluded=excluded,
+        limit=limit,
+        ahead=ahead,
     )
 
 
@@ -51,6 +56,40 @@ def test_claim_writes_token_lease_worker_attempt_and_started_at():
     )
     assert row.started_at >= before - dt.timedelta(seconds=1)
     assert claimed.args == [1, 2] and claimed.kwargs == {}
+
+
+def test_claim_ahead_takes_more_than_the_free_slots_in_the_same_order():
+    jobs = JobFactory.create_batch(6)
+    claimed = claim(limit=2, ahead=3)
+    assert [j.id for j in claimed] == [j.id for j in jobs[:5]]
+
+
+def test_claim_ahead_stops_at_the_first_job_a_crash_would_park():
+    max_crashes = conf.get().max_crashes
+    first = JobFactory(on_crash="park")  # for a free slot: a park job may run at once
+    held = JobFactory()
+    parks = JobFactory(on_crash="park")
+    after = JobFactory()
+    assert [j.id for j in claim(limit=1, ahead=5)] == [first.id, held.id]
+    # A job one crash away from MAX_CRASHES is parked by a crash too: not held either.
+    Job.objects.filter(pk=parks.pk).update(on_crash="retry", crashes=max_crashes - 1)
+    assert claim(limit=0, ahead=5) == []
+    assert [j.id for j in claim(limit=1, ahead=5)] == [parks.id, after.id]
+
+
+def test_unclaim_hands_a_held_job_back_unspent():
+    job = JobFactory(attempts=1)  # one attempt spent earlier
+    [claimed] = claim(limit=0, ahead=1)
+    assert Job.objects.get(pk=job.pk).attempts == 2
+    other_worker = Store().unclaim("w2", [claimed.token])
+    assert other_worker == set()
+    assert Store().unclaim("w1", [claimed.token]) == {job.pk}
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.attempts, row.crashes) == ("pending", 1, 0)
+    assert (row.token, row.worker, row.lease_until) == (None, None, None)
+    # Its token is gone: a late write from the held attempt is refused.
+    with pytest.raises(JobRunAborted):
+        Store().succeed(claimed, 1, worker="w1")
 
 
 def test_claim_takes_up_to_the_limit_in_one_statement():
@@ -138,6 +177,8 @@ def _claim_params(q, *, limit, done=()):
         "queues": q.names([]),
         "excluded": q.names([]),
         "limit": limit,
+        "ahead": 0,
+        "max_crashes": 3,
         "lease": 300,
         # On PostgreSQL the claim also records the successes given.
         "done": json.dumps([{"id": j.id, "token": j.token, "result": None} for j in done]),

@@ -19,12 +19,20 @@ from jobqueue.supervisor.supervisor import Supervisor
 
 
 def positive_int(value: str) -> int:
+    return _whole_number(value, least=1)
+
+
+def non_negative_int(value: str) -> int:
+    return _whole_number(value, least=0)
+
+
+def _whole_number(value: str, least: int) -> int:
     try:
         number = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, got {number}")
+    if number < least:
+        raise argparse.ArgumentTypeError(f"expected {least} or more, got {number}")
     return number
 
 
@@ -86,6 +94,13 @@ class Command(BaseCommand):
             help="jobs run at once per process, one thread each (default: the pool's)",
         )
         parser.add_argument(
+            "--prefetch",
+            type=non_negative_int,
+            metavar="N",
+            help="jobs claimed ahead of the slots while jobs are short; 0: none "
+            "(default: the pool's, else 4 per slot)",
+        )
+        parser.add_argument(
             "--burst",
             action="store_true",
             help="exit (status 0) as soon as nothing is due and nothing is running",
@@ -135,6 +150,7 @@ class Command(BaseCommand):
             queues=options["queue"],
             exclude_queues=options["exclude_queue"],
             concurrency=options["concurrency"],
+            prefetch=options["prefetch"],
             burst=options["burst"],
             max_jobs=options["max_jobs"],
             max_memory=options["max_memory"],
@@ -160,7 +176,7 @@ class Command(BaseCommand):
                 flag = "--" + name.replace("_", "-")
                 raise CommandError(f"{flag} needs --pool: it narrows one pool's worker.")
         passed = []
-        for name in ("concurrency", "max_jobs", "max_memory", "shutdown_timeout"):
+        for name in ("concurrency", "prefetch", "max_jobs", "max_memory", "shutdown_timeout"):
             if options[name] is not None:
                 passed += ["--" + name.replace("_", "-"), str(options[name])]
         supervisor = Supervisor(

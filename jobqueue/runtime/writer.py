@@ -1,0 +1,200 @@
+"""The writer: one thread records a worker's successes and claims the jobs that come next.
+
+A slot that finishes a job hands its success to the writer and goes on to a held job, if
+there is one, without waiting for the write. The writer sends everything that came in while
+its last statement was out as one statement, which also claims what the slots need next:
+on PostgreSQL one statement, on SQLite one transaction. A slow disk then costs one commit
+per batch of jobs, not per job, and the slots keep running while it is paid.
+
+Handing a success over does not make it any less durable than writing it from the slot: in
+both cases the job is recorded only once the statement commits, and a crash before then
+leaves it running, for recovery. A success is logged and signalled only once it is in the
+database, and a stopping worker waits for every success it handed over to be written.
+All claims of a busy worker go through here, so they never race each other for the slots.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from django.db import connections
+
+from jobqueue.store import ClaimedJob, ClaimScope, Store, Success
+
+logger = logging.getLogger("jobqueue.worker")
+
+# After a failed write (the database is away), wait this long before the next one.
+RETRY_PAUSE = 1.0
+
+
+class Writer:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        sizes: Callable[[], tuple[int, int]],
+        on_claimed: Callable[[list[ClaimedJob], int, int], None],
+        name: str = "jobqueue-writer",
+    ) -> None:
+        """``sizes()`` says, when a statement is about to go out, how many jobs to claim for
+        free slots and how many ahead; ``on_claimed(jobs, asked, recorded)`` takes what came
+        back, with how many it asked for the free slots and how many successes went out."""
+        self._store = store
+        self._sizes = sizes
+        self._on_claimed = on_claimed
+        self._scope: ClaimScope | None = None
+        self._cond = threading.Condition()
+        self._pending: list[Success] = []
+        self._asked = 0  # writes started, counted so that claim() can wait for its own
+        self._answered = 0
+        self._answer: tuple[int, int, BaseException | None] = (0, 0, None)
+        self._wanted = 0  # the latest write a claim() waits for
+        self._writing = False
+        self._stopping = False
+        self._stopped = threading.Event()  # cuts short the pause after a failed write
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.error: BaseException | None = None
+
+    def start(self, scope: ClaimScope) -> None:
+        self._scope = scope
+        self._thread.start()
+
+    def add(self, done: Success) -> None:
+        """Hand over a success, to be written with the next statement; returns at once."""
+        with self._cond:
+            self._pending.append(done)
+            self._cond.notify_all()
+
+    def claim(self) -> tuple[int, int]:
+        """Claim for the free slots now, in a statement that starts after this call.
+
+        Returns how many jobs it asked for (none if the slots had filled meanwhile) and how
+        many it claimed; raises the statement's error if it failed. When the writer is idle,
+        the statement goes out from the calling thread, on its connection: an idle worker's
+        look then costs no hand-off between threads, which is most of a job's start latency.
+        """
+        with self._cond:
+            inline = not self._writing and not self._pending and self._thread.is_alive()
+            if inline:
+                self._writing = True  # the writer thread waits until this claim is done
+        if inline:
+            return self._claim_here()
+        with self._cond:
+            self._wanted = ticket = self._asked + 1
+            self._cond.notify_all()
+            while self._answered < ticket and self._thread.is_alive():
+                self._cond.wait(1.0)
+            asked, claimed, error = self._answer
+        if error is not None:
+            raise error
+        return asked, claimed
+
+    def _claim_here(self) -> tuple[int, int]:
+        try:
+            limit, ahead = self._sizes()
+            assert self._scope is not None, "start() sets the scope"
+            claimed = (
+                self._store.record([], scope=self._scope, limit=limit, ahead=ahead)
+                if limit + ahead
+                else []
+            )
+            self._on_claimed(claimed, limit, 0)
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+        return limit + ahead, len(claimed)
+
+    @property
+    def pending(self) -> int:
+        """Successes handed over and not yet written."""
+        with self._cond:
+            return len(self._pending) + self._writing
+
+    def stop(self, timeout: float) -> bool:
+        """Write what was handed over, then end the thread; False if it did not in time."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        with self._cond:
+            left = len(self._pending)
+        if left:
+            logger.error(
+                "%s success(es) could not be written before the worker stopped; their jobs "
+                "are recovered when their leases expire",
+                left,
+            )
+        return not left and not self._thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() or self._stopping
+
+    def _run(self) -> None:
+        try:
+            while self._write_next():
+                pass
+        except BaseException as exc:  # the worker's loop sees it, and stops
+            self.error = exc
+            logger.exception("the writer thread failed")
+        finally:
+            connections.close_all()
+
+    def _write_next(self) -> bool:
+        with self._cond:
+            while self._writing or (
+                not self._pending and self._wanted <= self._asked and not self._stopping
+            ):
+                self._cond.wait()
+            if self._stopping and not self._pending:
+                self._answer_claims(0)
+                return False
+            done, self._pending = self._pending, []
+            self._asked = self._wanted if self._wanted > self._asked else self._asked
+            ticket = self._asked
+            self._writing = True
+        limit, ahead = self._sizes()
+        assert self._scope is not None, "start() sets the scope"
+        try:
+            claimed = (
+                self._store.record(done, scope=self._scope, limit=limit, ahead=ahead)
+                if done or limit + ahead
+                else []
+            )
+        except Exception as exc:
+            logger.exception(
+                "could not record %s success(es); retrying in %g s", len(done), RETRY_PAUSE
+            )
+            connections[self._store.queries.using].close()
+            with self._cond:
+                # Kept for the next statement: their fence still guards the write.
+                self._pending[:0] = done
+                self._writing = False
+                answered = ticket > self._answered
+                self._answer_claims(ticket, error=exc)
+                stopping = self._stopping
+            if stopping:
+                return False  # a stopping worker does not wait for the database to come back
+            if not answered:
+                # Else the loop that asked for this claim chooses its own wait. A stop cuts
+                # the pause short, for one more try.
+                self._stopped.wait(RETRY_PAUSE)
+            return True
+        self._on_claimed(claimed, limit, len(done))
+        with self._cond:
+            self._writing = False
+            self._answer_claims(ticket, limit + ahead, len(claimed))
+        return True
+
+    def _answer_claims(
+        self, ticket: int, asked: int = 0, claimed: int = 0, error: BaseException | None = None
+    ) -> None:
+        # Called with the lock held: the claim() waiting for ``ticket`` (if any) is answered.
+        self._answered = max(self._answered, ticket)
+        self._answer = (asked, claimed, error)
+        self._cond.notify_all()
