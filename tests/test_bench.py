@@ -11,38 +11,43 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.process
 
 
-def test_the_benchmark_runs_on_a_tiny_n(tmp_path):
+def run_script(name: str, *args: str) -> str:
+    """Run ``bench/<name>`` with ``args``; its output, once it has exited with status 0."""
     result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "run.py"),
-            "--database",
-            "sqlite",
-            "--database-url",
-            f"sqlite:///{tmp_path / 'tiny_bench.sqlite3'}",
-            "--systems",
-            "jobqueue",
-            "--only",
-            "W1",
-            "W2",
-            "W3",
-            "W7",
-            "--jobs",
-            "20",
-            "--count-jobs",
-            "20",
-            "--repeat",
-            "1",
-            "--no-write",
-        ],
+        [sys.executable, str(REPO / "bench" / name), *args],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_the_benchmark_runs_on_a_tiny_n(tmp_path):
+    output = run_script(
+        "run.py",
+        "--database",
+        "sqlite",
+        "--database-url",
+        f"sqlite:///{tmp_path / 'tiny_bench.sqlite3'}",
+        "--systems",
+        "jobqueue",
+        "--only",
+        "W1",
+        "W2",
+        "W3",
+        "W7",
+        "--jobs",
+        "20",
+        "--count-jobs",
+        "20",
+        "--repeat",
+        "1",
+        "--no-write",
+    )
     for row in ("| W1 |", "| W2 |", "| W3 |", "statements per job"):
-        assert row in result.stdout
+        assert row in output
 
 
 def test_the_large_table_benchmark_runs_on_a_tiny_table(postgresql_only):
@@ -54,24 +59,16 @@ def test_the_large_table_benchmark_runs_on_a_tiny_table(postgresql_only):
     password = f":{settings['PASSWORD']}" if settings["PASSWORD"] else ""
     user = f"{settings['USER']}{password}@" if settings["USER"] else ""
     url = f"postgres://{user}{host}:{port}/{settings['NAME']}_large_bench"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "large_table.py"),
-            "--database-url",
-            url,
-            "--finished",
-            "200",
-            "--jobs",
-            "20",
-            "--concurrency",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    output = run_script(
+        "large_table.py",
+        "--database-url",
+        url,
+        "--finished",
+        "200",
+        "--jobs",
+        "20",
+        "--concurrency",
+        "2",
     )
-    assert result.returncode == 0, result.stdout + result.stderr
     for row in ("claim statement", "drain 20 no-op jobs", "`jobs queues` figures"):
-        assert row in result.stdout
+        assert row in output

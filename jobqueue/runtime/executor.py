@@ -68,11 +68,6 @@ class Executor:
         with self._lock:
             return len(self._running), len(self._line)
 
-    def free_slots(self) -> int:
-        """Slots that nothing running or waiting will fill."""
-        with self._lock:
-            return max(0, self.concurrency - len(self._running) - len(self._line))
-
     @property
     def stuck(self) -> int:
         with self._lock:

@@ -94,12 +94,7 @@ class Writer:
     def _claim_here(self) -> tuple[int, int]:
         try:
             limit, ahead = self._sizes()
-            assert self._scope is not None, "start() sets the scope"
-            claimed = (
-                self._store.record([], scope=self._scope, limit=limit, ahead=ahead)
-                if limit + ahead
-                else []
-            )
+            claimed = self._record([], limit, ahead)
             self._on_claimed(claimed, limit, 0)
         finally:
             with self._cond:
@@ -159,13 +154,8 @@ class Writer:
             ticket = self._asked
             self._writing = True
         limit, ahead = self._sizes()
-        assert self._scope is not None, "start() sets the scope"
         try:
-            claimed = (
-                self._store.record(done, scope=self._scope, limit=limit, ahead=ahead)
-                if done or limit + ahead
-                else []
-            )
+            claimed = self._record(done, limit, ahead)
         except Exception as exc:
             logger.exception(
                 "could not record %s success(es); retrying in %g s", len(done), RETRY_PAUSE
@@ -190,6 +180,13 @@ class Writer:
             self._writing = False
             self._answer_claims(ticket, limit + ahead, len(claimed))
         return True
+
+    def _record(self, done: list[Success], limit: int, ahead: int) -> list[ClaimedJob]:
+        # One statement, unless there is nothing to record and nothing to claim.
+        assert self._scope is not None, "start() sets the scope"
+        if not done and not limit + ahead:
+            return []
+        return self._store.record(done, scope=self._scope, limit=limit, ahead=ahead)
 
     def _answer_claims(
         self, ticket: int, asked: int = 0, claimed: int = 0, error: BaseException | None = None
