@@ -66,7 +66,7 @@ class PoolSpec:
     name: str
     queues: tuple[str, ...] | None  # None: the catch-all pool
     concurrency: int = 4
-    prefetch: int | None = None  # jobs claimed ahead of the slots; None: 4 per slot
+    prefetch: int | None = None  # jobs claimed ahead of the slots; None: 16 per slot
     processes: int = 1
     resident: bool = True  # False: the supervisor runs it only while jobs are due
     idle_timeout: float = 60.0  # s an on-demand worker waits with nothing due before exiting

@@ -15,7 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
 from jobqueue import conf
-from jobqueue.enqueue import EnqueueOptions, enqueue_calls
+from jobqueue.enqueue import EnqueueOptions, collector_paused, enqueue_calls
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -170,11 +170,12 @@ class BoundTask(Generic[P, R]):
         :class:`Call` (which may carry its own ``idempotency_key``). The result has one
         entry per item: the ``Job``, or ``None`` where an unfinished job held its key.
         """
-        items = [_as_call(item) for item in calls]
-        keys = [key or self.options.idempotency_key for _, _, key in items]
-        return enqueue_calls(
-            self.task, self.options, [(args, kwargs) for args, kwargs, _ in items], keys
-        )
+        with collector_paused():
+            items = [_as_call(item) for item in calls]
+            keys = [key or self.options.idempotency_key for _, _, key in items]
+            return enqueue_calls(
+                self.task, self.options, [(args, kwargs) for args, kwargs, _ in items], keys
+            )
 
 
 @dataclass(frozen=True)

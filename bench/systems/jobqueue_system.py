@@ -34,8 +34,8 @@ class JobqueueSystem(System):
     name: ClassVar[str] = "jobqueue"
     counts_statements: ClassVar[bool] = True
     drain_settings: ClassVar[dict[str, str]] = {
-        "default": "`runjobs`: the default pool (concurrency 4, prefetch 16)",
-        "tuned": "`runjobs --concurrency 16` (prefetch 64)",
+        "default": "`runjobs`: the default pool (concurrency 4, prefetch 64)",
+        "tuned": "`runjobs --concurrency 16` (prefetch 256)",
     }
     TUNED: ClassVar[list[str]] = ["--concurrency", "16"]
 

@@ -37,13 +37,15 @@ PRUNE_SLICE = 20  # statements of PRUNE_BATCH rows
 PRUNE_SLICE_PAUSE = 1.0
 
 # Jobs are claimed ahead of the slots only while they typically take less than this: then a
-# round trip of their own would be a large share of each, and a job held in line waits
-# about that long for a slot.
+# round trip of their own would be a large share of each.
 PREFETCH_BELOW = 0.02
 # Unless the pool or the command line says otherwise, a worker claims up to this many jobs
-# per slot ahead of its slots (Celery's default prefetch multiplier is the same): with jobs
-# under PREFETCH_BELOW, a held job waits for a slot about 4 x that, at most.
-PREFETCH_PER_SLOT = 4
+# per slot ahead of its slots. A claim is one statement whatever its size, so bigger claims
+# of very short jobs drain a queue faster; PREFETCH_WINDOW keeps the wait of longer ones short.
+PREFETCH_PER_SLOT = 16
+# No more jobs are held than the slots are expected to start within this many seconds, at
+# the jobs' typical run time: a held job waits about this long for a slot, at most.
+PREFETCH_WINDOW = 0.05
 # A job held in line longer than this (every slot taken by longer jobs) is handed back, so
 # that another worker may run it.
 HOLD_LIMIT = 1.0
@@ -328,12 +330,20 @@ class Worker:
         running, waiting = self.executor.load()
         free = max(0, self.concurrency - running - waiting)
         held = max(0, waiting - (self.concurrency - running))
-        typical = self.executor.typical_run
-        short = typical is not None and typical < PREFETCH_BELOW
-        short = short and self.executor.completed > self._ahead_after
-        ahead = max(0, self.prefetch - held) if short else 0
+        ahead = max(0, self._holdable() - held)
         total = self.limits.claim_limit(free + ahead, self._claimed_total)
         return min(free, total), total - min(free, total)
+
+    def _holdable(self) -> int:
+        """How many jobs may wait in line now: none unless the jobs are short, and no more
+        than the slots are expected to start within PREFETCH_WINDOW."""
+        typical = self.executor.typical_run
+        if typical is None or typical >= PREFETCH_BELOW:
+            return 0
+        if self.executor.completed <= self._ahead_after:
+            return 0  # handed jobs back, and no slot has freed since
+        in_window = int(self.concurrency * PREFETCH_WINDOW / max(typical, 1e-6))
+        return min(self.prefetch, in_window)
 
     def _check_limits(self, now: float) -> str | None:
         """Why this worker retires, if a limit says it should; the first reason stays."""

@@ -84,6 +84,16 @@ class Queries:
             }
         return {"rows": json.dumps(list(zip(args, kwargs, keys, strict=True)))}
 
+    def enqueue_statement(self, keys: Sequence[str | None]) -> str:
+        """The name of the statement that inserts a batch of jobs with these keys.
+
+        On PostgreSQL a batch in which no job has a key needs no ON CONFLICT: a plain
+        insert is cheaper than a speculative one. SQLite's insert costs the same either way.
+        """
+        if self.is_postgresql and not any(key is not None for key in keys):
+            return "enqueue_keyless"
+        return "enqueue"
+
     def time(self, value: dt.datetime) -> Any:
         return self.connection.ops.adapt_datetimefield_value(value)
 

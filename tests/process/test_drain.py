@@ -48,3 +48,12 @@ def _registered():
     from jobqueue.models import Worker
 
     return Worker.objects.count()
+
+
+def test_runjobs_freezes_what_start_up_built(start_worker):
+    job = tasks.frozen_objects.enqueue()
+    assert start_worker("--burst").wait(60) == 0
+    job.refresh_from_db()
+    assert job.status == "succeeded"
+    # Django and the apps, imported before the first job: many thousands of objects.
+    assert job.result > 10_000

@@ -315,6 +315,26 @@ def test_max_jobs_counts_the_jobs_claimed_ahead():
     assert Job.objects.exclude(status__in=["succeeded", "pending"]).count() == 0
 
 
+@pytest.mark.parametrize(
+    ("typical_run", "ahead"),
+    [
+        (0.0001, 64),  # no-op jobs: the prefetch is the limit
+        (0.01, 20),  # 4 slots start 20 such jobs in PREFETCH_WINDOW (50 ms)
+        (0.019, 10),
+        (0.02, 0),  # not short: nothing is claimed ahead
+        (None, 0),  # nothing has run yet
+    ],
+)
+def test_jobs_claimed_ahead_are_as_many_as_the_slots_start_within_the_window(typical_run, ahead):
+    from jobqueue.store import ClaimScope
+
+    worker = Worker(concurrency=4, prefetch=64)
+    worker._scope = ClaimScope(worker.id, ("tests.testapp.tasks.add",), None)
+    worker.executor.typical_run = typical_run
+    worker.executor.completed = 1
+    assert worker._claim_sizes() == (4, ahead)
+
+
 def test_max_jobs_stops_the_worker():
     for i in range(5):
         tasks.add.enqueue(i, i)

@@ -1,6 +1,7 @@
 """Enqueue: transactional, validated at the call, idempotent, and bulk in one statement."""
 
 import datetime as dt
+import gc
 import select
 
 import psycopg
@@ -141,6 +142,40 @@ def test_enqueue_many_of_ten_thousand_rows():
     assert len(jobs) == 10_000 and all(jobs)
     assert Job.objects.count() == 10_000
     assert Job.objects.get(pk=jobs[-1].pk).args == [9999, 9999]
+
+
+def test_a_keyless_batch_on_postgresql_is_a_plain_insert(postgresql_only):
+    with CaptureQueriesContext(connection) as queries:
+        jobs = tasks.add.enqueue_many([(1, 1), (2, 2)])
+    (insert,) = [q["sql"] for q in queries.captured_queries if "INSERT INTO" in q["sql"]]
+    assert "ON CONFLICT" not in insert
+    assert len(jobs) == 2 and all(jobs)
+    # One job with a key sends the whole batch through the conflict-checking insert.
+    tasks.add.using(idempotency_key="held").enqueue(0, 0)
+    with CaptureQueriesContext(connection) as queries:
+        jobs = tasks.add.enqueue_many([(3, 3), Call((4, 4), idempotency_key="held")])
+    (insert,) = [q["sql"] for q in queries.captured_queries if "INSERT INTO" in q["sql"]]
+    assert "ON CONFLICT DO NOTHING" in insert
+    assert jobs[0] is not None and jobs[1] is None
+    assert Job.objects.count() == 4
+
+
+def test_enqueue_many_pauses_the_collector_while_it_builds_the_jobs():
+    from django.db.models.signals import post_init
+
+    collector_on = []
+
+    def receiver(sender, instance, **kwargs):
+        collector_on.append(gc.isenabled())
+
+    assert gc.isenabled()
+    post_init.connect(receiver, sender=Job)
+    try:
+        jobs = tasks.add.enqueue_many([(1, 2), (3, 4)])
+    finally:
+        post_init.disconnect(receiver, sender=Job)
+    assert len(jobs) == 2 and collector_on == [False, False]
+    assert gc.isenabled()
 
 
 def test_using_sets_queue_priority_attempts_and_time():

@@ -1,6 +1,7 @@
 """Handlers the tests enqueue. Side effects go to the Execution table, never to memory."""
 
 import asyncio
+import gc
 import os
 import signal
 import time
@@ -33,6 +34,12 @@ def wait_for_file(path, timeout=60):
 def noop(ctx, label="noop"):
     record(label, ctx)
     return label
+
+
+@task
+def frozen_objects():
+    """How many objects the process has moved out of the cyclic collector's reach."""
+    return gc.get_freeze_count()
 
 
 @task
