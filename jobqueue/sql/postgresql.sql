@@ -107,9 +107,12 @@ picked AS (
     SELECT id
     FROM numbered
     WHERE n <= %(limit)s
-       OR NOT EXISTS (
-           SELECT 1 FROM numbered AS earlier
-           WHERE earlier.n > %(limit)s AND earlier.n <= numbered.n AND NOT earlier.holdable
+       OR n < (
+           -- The first job beyond the free slots that may not be held, if there is one:
+           -- found once, not once per job.
+           SELECT coalesce(min(n), %(limit)s + %(ahead)s + 1)
+           FROM numbered
+           WHERE n > %(limit)s AND NOT holdable
        )
 ),
 claimed AS (

@@ -69,9 +69,12 @@ WHERE id IN (
     SELECT id
     FROM numbered
     WHERE n <= %(limit)s
-       OR NOT EXISTS (
-           SELECT 1 FROM numbered AS earlier
-           WHERE earlier.n > %(limit)s AND earlier.n <= numbered.n AND NOT earlier.holdable
+       OR n < (
+           -- The first job beyond the free slots that may not be held, if there is one:
+           -- found once, not once per job.
+           SELECT coalesce(min(n), %(limit)s + %(ahead)s + 1)
+           FROM numbered
+           WHERE n > %(limit)s AND NOT holdable
        )
 )
 RETURNING id, task_name, queue, priority, args, kwargs, attempts, max_attempts, crashes,
