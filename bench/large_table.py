@@ -3,8 +3,9 @@
 Measures, on an empty job table and then with ``--finished`` (1,000,000) finished rows
 retained, in a PostgreSQL database whose name contains ``bench``: the claim statement's
 execution time (``EXPLAIN ANALYZE``, median of many), a drain of ``--jobs`` no-op jobs by
-one in-process worker, and the figures of ``manage.py jobs queues``. Prints one table with
-the ratio of each figure with the rows to the figure without: 1.0 is flat.
+one in-process worker, and the figures of ``manage.py jobs queues``, each ``--repeat``
+times. Prints one table of medians (min-max) with the ratio of each median with the rows to
+the median without: 1.0 is flat.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def main() -> None:
     parser.add_argument("--finished", type=int, default=1_000_000, help="rows retained")
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per drain")
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--repeat", type=int, default=3, help="measures of each figure")
     args = parser.parse_args()
     if "bench" not in args.database_url.rsplit("/", 1)[-1]:
         sys.exit("the database's name must contain 'bench': its job table is emptied")
@@ -57,7 +59,8 @@ def main() -> None:
     results = {}
     for label, rows in (("empty table", 0), (f"{args.finished:,} finished rows", args.finished)):
         _reset(rows)
-        results[label] = _measure(args.jobs, args.concurrency)
+        runs = [_measure(args.jobs, args.concurrency) for _ in range(args.repeat)]
+        results[label] = {figure: [run[figure] for run in runs] for figure in runs[0]}
     _report(results, args)
 
 
@@ -78,6 +81,8 @@ def _reset(rows: int) -> None:
         if rows:
             cursor.execute(LOAD_FINISHED, {"rows": rows})
         cursor.execute("VACUUM ANALYZE jobqueue_job")
+        # Loading a million rows leaves WAL to flush: let it out now, not during the measure.
+        cursor.execute("CHECKPOINT")
 
 
 def _measure(jobs: int, concurrency: int) -> dict[str, float]:
@@ -127,21 +132,33 @@ def _measure(jobs: int, concurrency: int) -> dict[str, float]:
     return {"claim ms": statistics.median(claim_ms), "jobs/s": drain, "queues ms": queues_ms}
 
 
-def _report(results: dict[str, dict[str, float]], args: argparse.Namespace) -> None:
+def _report(results: dict[str, dict[str, list[float]]], args: argparse.Namespace) -> None:
     (empty_label, empty), (full_label, full) = results.items()
+    figures = {
+        "claim ms": ("claim statement, execution (EXPLAIN ANALYZE, median of 30), ms", ".3f"),
+        "jobs/s": (
+            f"drain {args.jobs:,} no-op jobs, one in-process worker, concurrency "
+            f"{args.concurrency}, jobs/s",
+            ",.0f",
+        ),
+        "queues ms": ("`jobs queues` figures, ms", ".1f"),
+    }
     lines = [
+        f"Medians of {args.repeat} (min-max).",
+        "",
         f"| figure | {empty_label} | {full_label} | ratio |",
         "|---|---:|---:|---:|",
-        f"| claim statement, execution (EXPLAIN ANALYZE, median of 30), ms | "
-        f"{empty['claim ms']:.3f} | {full['claim ms']:.3f} | "
-        f"{full['claim ms'] / empty['claim ms']:.2f} |",
-        f"| drain {args.jobs:,} no-op jobs, one in-process worker, concurrency "
-        f"{args.concurrency}, jobs/s | {empty['jobs/s']:,.0f} | {full['jobs/s']:,.0f} | "
-        f"{full['jobs/s'] / empty['jobs/s']:.2f} |",
-        f"| `jobs queues` figures, ms | {empty['queues ms']:.1f} | {full['queues ms']:.1f} | "
-        f"{full['queues ms'] / empty['queues ms']:.2f} |",
     ]
+    for key, (label, spec) in figures.items():
+        ratio = statistics.median(full[key]) / statistics.median(empty[key])
+        lines.append(
+            f"| {label} | {_spread(empty[key], spec)} | {_spread(full[key], spec)} | {ratio:.2f} |"
+        )
     print("\n".join(lines))
+
+
+def _spread(values: list[float], spec: str) -> str:
+    return f"{statistics.median(values):{spec}} ({min(values):{spec}}-{max(values):{spec}})"
 
 
 if __name__ == "__main__":

@@ -69,6 +69,8 @@ def test_the_large_table_benchmark_runs_on_a_tiny_table(postgresql_only):
         "20",
         "--concurrency",
         "2",
+        "--repeat",
+        "2",
     )
     for row in ("claim statement", "drain 20 no-op jobs", "`jobs queues` figures"):
         assert row in output

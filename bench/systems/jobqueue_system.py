@@ -21,6 +21,7 @@ from jobqueue.sql import load
 KIND_OF = {
     "enqueue": "enqueue",
     "enqueue_one": "enqueue",
+    "enqueue_keyless": "enqueue",
     "notify": "notify",
     "claim": "claim",
     "succeed": "succeed",
