@@ -1,6 +1,8 @@
 """Load the named statements of ``<vendor>.sql`` and run them on a Django connection.
 
-Each statement sits in its file under a ``-- name: <name>`` line. Python refers to them by
+Each statement sits in its file under a ``-- name: <name>`` line, except PostgreSQL's
+``enqueue_keyless``: ``enqueue`` without its ON CONFLICT line, derived here so that the
+two never drift apart. Python refers to them by
 name only; how a vendor wants its parameters shaped (arrays or JSON text, the database
 clock or the caller's) is decided here and in the ``.sql`` files, nowhere else.
 """
@@ -34,7 +36,16 @@ def load(vendor: str) -> dict[str, str]:
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
         statements[name] = "\n".join(lines).strip().rstrip(";")
+    if vendor == "postgresql":
+        statements["enqueue_keyless"] = _without(statements["enqueue"], "ON CONFLICT DO NOTHING")
     return statements
+
+
+def _without(statement: str, clause: str) -> str:
+    """``statement`` with one line that is exactly ``clause`` taken out."""
+    lines = statement.splitlines()
+    lines.remove(clause)  # a ValueError if the statement no longer has it
+    return "\n".join(lines)
 
 
 class Queries:
