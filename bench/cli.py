@@ -76,6 +76,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--only", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     parser.add_argument(
+        "--prepared",
+        action="store_true",
+        help="turn on prepared statements (Django's server_side_binding, prepare_threshold 5) "
+        "in the Django projects, jobqueue's and django-tasks-db's, as the peers that use "
+        "psycopg directly have them by default; the report goes to <date>-<host>-prepared.md",
+    )
+    parser.add_argument(
         "--output", type=Path, help="report file (default: bench/results/<date>-<host>.md)"
     )
     parser.add_argument("--no-write", action="store_true", help="print the report only")
@@ -141,6 +148,9 @@ def again_on_error(what: str, block: Callable[[], T], retried: list[str]) -> T:
 def main(argv: list[str] | None = None) -> None:
     args = parse(sys.argv[1:] if argv is None else argv)
     prepare_database(args.database_url or URLS[args.database])
+    if args.prepared:
+        # Read by the settings of both Django projects, here and in every subprocess.
+        os.environ["DATABASE_PREPARED"] = "true"
 
     import django
 
@@ -158,6 +168,12 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         sys.exit(f"unknown system(s) {', '.join(sorted(unknown))}; known: {', '.join(available)}")
     info = report.machine()  # before the runs load the machine
+    if connection.vendor == "postgresql":
+        info["prepared statements"] = (
+            "on in jobqueue and django-tasks-db (--prepared)"
+            if args.prepared
+            else "off in jobqueue and django-tasks-db (Django's default)"
+        )
     started = time.monotonic()
     under_test = [available[name]() for name in args.systems]
     for system in under_test:
@@ -252,6 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     print(text)
     if not args.no_write:
         suffix = "" if connection.vendor == "postgresql" else f"-{connection.vendor}"
+        suffix += "-prepared" if args.prepared and connection.vendor == "postgresql" else ""
         output = args.output or REPO / "bench" / "results" / f"{today}-{host}{suffix}.md"
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text)

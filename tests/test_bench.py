@@ -50,19 +50,23 @@ def test_the_benchmark_runs_on_a_tiny_n(tmp_path):
         assert row in output
 
 
-def test_the_large_table_benchmark_runs_on_a_tiny_table(postgresql_only):
+def bench_database_url(suffix: str) -> str:
+    """A PostgreSQL database of its own on the test server, named as the scripts demand:
+    they empty its tables."""
     from django.db import connection
 
     settings = connection.settings_dict
     host, port = settings["HOST"] or "127.0.0.1", settings["PORT"] or 5432
-    # A database of its own, named as the script demands: it empties its job table.
     password = f":{settings['PASSWORD']}" if settings["PASSWORD"] else ""
     user = f"{settings['USER']}{password}@" if settings["USER"] else ""
-    url = f"postgres://{user}{host}:{port}/{settings['NAME']}_large_bench"
+    return f"postgres://{user}{host}:{port}/{settings['NAME']}_{suffix}"
+
+
+def test_the_large_table_benchmark_runs_on_a_tiny_table(postgresql_only):
     output = run_script(
         "large_table.py",
         "--database-url",
-        url,
+        bench_database_url("large_bench"),
         "--finished",
         "200",
         "--jobs",
@@ -74,3 +78,28 @@ def test_the_large_table_benchmark_runs_on_a_tiny_table(postgresql_only):
     )
     for row in ("claim statement", "drain 20 no-op jobs", "`jobs queues` figures"):
         assert row in output
+
+
+def test_the_floor_benchmark_drains_every_job_each_way(postgresql_only):
+    output = run_script(
+        "floor.py",
+        "--database-url",
+        bench_database_url("floor_bench"),
+        "--jobs",
+        "300",
+        "--repeat",
+        "1",
+        "--connections",
+        "1",
+        "2",
+    )
+    rows = [line for line in output.splitlines() if line.startswith("| ") and "---" not in line]
+    drains = [row.split(" | ")[0].lstrip("| ") for row in rows[1:]]
+    assert drains == [
+        *["raw-100: lock, run and mark succeeded in one transaction"] * 2,
+        *["durable claim, minimal table: claim committed, then success fenced by token"] * 2,
+        *["jobqueue's claim statement on its table, through Django's cursor, no worker"] * 2,
+        "jobqueue's worker, in-process, default pool (one writer connection)",
+    ]
+    # The script counts the succeeded rows after each drain and fails on a shortfall.
+    assert "Every drain finished all 300 jobs." in output

@@ -18,5 +18,7 @@ DATABASES = {
         "PORT": _url.port or "",
     }
 }
+if os.environ.get("DATABASE_PREPARED") == "true":  # bench/run.py --prepared
+    DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}

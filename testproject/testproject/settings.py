@@ -61,6 +61,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"transaction_mode": "IMMEDIATE", "timeout": 20}
     )
 
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env.bool(
+    "DATABASE_PREPARED", default=False
+):
+    # Prepared statements: psycopg prepares a statement the fifth time a connection runs it,
+    # then sends only its parameters. Django leaves them off, because a transaction-pooling
+    # PgBouncer older than 1.21 (or without max_prepared_statements) breaks them.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"server_side_binding": True, "prepare_threshold": 5}
+    )
+
 USE_TZ = True
 TIME_ZONE = "UTC"
 STATIC_URL = "static/"

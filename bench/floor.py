@@ -1,0 +1,354 @@
+"""How fast can the database alone drain? ``python bench/floor.py``.
+
+W3 compares jobqueue's drain with raw-100, a loop that locks 100 jobs, runs them and marks
+them succeeded in one transaction. That loop never records that a job started, so a crash
+mid-batch simply rolls the batch back: no lease, no token, no fence, no parking. This script
+measures, with no worker and no job code, how fast the database drains ``--jobs`` no-op
+jobs, 100 per statement, on 1 and on 4 connections:
+
+- raw-100: the bench's own raw driver (``bench/peers/peer_raw.py``);
+- a durable claim on a minimal table: the claim commits (status, token, lease) before the
+  job runs, and the next statement records the successes, fenced by token, with the next
+  claim, as jobqueue's does, on a table with nothing else;
+- jobqueue's own claim statement on jobqueue's table, sent through Django's cursor;
+- and, for the distance from that floor, jobqueue's worker, in-process, default pool.
+
+Each is repeated ``--repeat`` times: median (min-max) jobs/s, and the CPU it cost per job
+on the server (every local ``postgres`` process, read from /proc; "n/a" if the server is
+not on this host) and in this process. A drain that leaves any job unfinished is an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/jq_floor_bench"
+BATCH = 100
+# A backend's CPU time moves into the postmaster's count of its children once the postmaster
+# has reaped it, a moment after its connection closes.
+SETTLE = 0.2
+
+DURABLE_SCHEMA = """
+DROP TABLE IF EXISTS floor_job;
+CREATE TABLE floor_job (
+    id bigserial PRIMARY KEY,
+    task text NOT NULL,
+    args jsonb NOT NULL,
+    status text NOT NULL DEFAULT 'pending',
+    token text,
+    lease_until timestamptz,
+    started_at timestamptz,
+    finished_at timestamptz
+);
+CREATE INDEX floor_job_pending ON floor_job (id) WHERE status = 'pending';
+CREATE INDEX floor_job_lease ON floor_job (lease_until) WHERE status = 'running';
+"""
+DURABLE_LOAD = """
+INSERT INTO floor_job (task, args)
+SELECT 'noop', jsonb_build_array(i) FROM generate_series(1, %(jobs)s) AS i
+"""
+# The least a durable claim can write: successes fenced by token, and the next jobs marked
+# running with a token and a lease, in one statement (one commit) as jobqueue's writer does.
+DURABLE_CLAIM = """
+WITH done AS (
+    UPDATE floor_job AS job
+    SET status = 'succeeded', lease_until = NULL, finished_at = now()
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS done(id, token)
+    WHERE job.id = ANY(%(ids)s::bigint[])
+      AND job.id = done.id AND job.token = done.token AND job.lease_until > now()
+    RETURNING job.id
+),
+picked AS MATERIALIZED (
+    -- The reference to done makes the successes go first. With the claim's locks taken
+    -- first, four connections deadlocked within a few thousand statements here.
+    SELECT id FROM floor_job
+    WHERE status = 'pending' AND (SELECT count(*) FROM done) >= 0
+    ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE floor_job AS job
+    SET status = 'running', token = md5(random()::text),
+        lease_until = now() + interval '30 seconds', started_at = now()
+    FROM picked WHERE job.id = picked.id
+    RETURNING job.id, job.token, job.task, job.args
+)
+SELECT (SELECT count(*) FROM done), claimed.id, claimed.token
+FROM (SELECT) AS one LEFT JOIN claimed ON true
+"""
+
+
+class Drain:
+    """One way of draining: ``load()`` fills ``table``, ``drain()`` runs on each connection
+    until nothing is left, ``finished()`` counts the jobs marked succeeded."""
+
+    label: str
+    table: str
+
+    def load(self, jobs: int) -> None:
+        raise NotImplementedError
+
+    def drain(self) -> None:
+        raise NotImplementedError
+
+    def finished(self) -> int:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*) FROM {self.table} WHERE status = 'succeeded'")
+            return int(cursor.fetchone()[0])
+
+
+class RawDrain(Drain):
+    label = "raw-100: lock, run and mark succeeded in one transaction"
+    table = "raw_job"
+
+    def __init__(self) -> None:
+        import peer_raw  # bench/peers: the very driver the W3 raw-100 row runs
+
+        self.peer = peer_raw
+        self.peer.setup(None)
+
+    def load(self, jobs: int) -> None:
+        self.peer.reset(None)
+        self.peer.enqueue(argparse.Namespace(bulk=True, jobs=jobs))
+        _analyze("raw_job")
+
+    def drain(self) -> None:
+        self.peer.drain(burst=True)
+
+
+class DurableDrain(Drain):
+    label = "durable claim, minimal table: claim committed, then success fenced by token"
+    table = "floor_job"
+
+    def __init__(self) -> None:
+        _execute(DURABLE_SCHEMA)
+
+    def load(self, jobs: int) -> None:
+        _execute("TRUNCATE floor_job RESTART IDENTITY")
+        _execute(DURABLE_LOAD, {"jobs": jobs})
+        _analyze("floor_job")
+
+    def drain(self) -> None:
+        from django.db import connection
+
+        done: list[tuple[int, str]] = []
+        with connection.cursor() as cursor:
+            while True:
+                ids, tokens = [d[0] for d in done], [d[1] for d in done]
+                cursor.execute(DURABLE_CLAIM, {"ids": ids, "tokens": tokens, "limit": BATCH})
+                done = [(row[1], row[2]) for row in cursor.fetchall() if row[1] is not None]
+                if not done:
+                    return
+
+
+class ClaimStatementDrain(Drain):
+    label = "jobqueue's claim statement on its table, through Django's cursor, no worker"
+    table = "jobqueue_job"
+
+    def load(self, jobs: int) -> None:
+        _load_jobqueue(jobs)
+
+    def drain(self) -> None:
+        from bench.benchapp.tasks import noop
+        from jobqueue.sql import Queries
+
+        queries = Queries("default")
+        selection = {
+            "task_names": queries.names([noop.name]),
+            "all_queues": True,
+            "queues": queries.names([]),
+            "excluded": queries.names([]),
+        }
+        done: list[tuple[int, str]] = []
+        while True:
+            rows = queries.fetchall(
+                "claim",
+                {
+                    **selection,
+                    "done": json.dumps([{"id": i, "token": t, "result": None} for i, t in done]),
+                    "done_ids": queries.ids([i for i, _ in done]),
+                    "buffer": 5,
+                    "worker": "floor",
+                    "limit": BATCH,
+                    "ahead": 0,
+                    "max_crashes": 3,
+                    "lease": 300,
+                },
+            )
+            # (matched success ids, id, task_name, queue, ..., token, steps)
+            done = [(row[1], row[10]) for row in rows if row[1] is not None]
+            if not done:
+                return
+
+
+class WorkerDrain(ClaimStatementDrain):
+    label = "jobqueue's worker, in-process, default pool (one writer connection)"
+
+    def drain(self) -> None:
+        from jobqueue.runtime.worker import Worker
+
+        if Worker(burst=True).run():
+            raise RuntimeError("the worker failed")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url", default=DEFAULT_URL, help=f"default: {DEFAULT_URL}")
+    parser.add_argument("--jobs", type=int, default=20_000, help="jobs per drain (20000)")
+    parser.add_argument("--repeat", type=int, default=3, help="drains of each kind (3)")
+    parser.add_argument(
+        "--connections", type=int, nargs="+", default=[1, 4], help="connections (1 4)"
+    )
+    args = parser.parse_args()
+    sys.path[:0] = [str(REPO), str(REPO / "testproject"), str(REPO / "bench" / "peers")]
+    from bench.cli import prepare_database
+
+    prepare_database(args.database_url)
+    os.environ["BENCH_DSN"] = args.database_url  # read by peer_raw when it is imported
+    os.environ["BENCH_RAW_BATCH"] = str(BATCH)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    results = []
+    drains: list[Drain] = [RawDrain(), DurableDrain(), ClaimStatementDrain()]
+    for kind in drains:
+        for connections in args.connections:
+            runs = [_measure(kind, args.jobs, connections) for _ in range(args.repeat)]
+            results.append((kind.label, str(connections), runs))
+    runs = [_measure(WorkerDrain(), args.jobs, 1) for _ in range(args.repeat)]
+    results.append((WorkerDrain.label, "1 + slots", runs))
+    _report(results, args)
+
+
+def _measure(kind: Drain, jobs: int, connections: int) -> dict[str, float | None]:
+    kind.load(jobs)
+    threads = [threading.Thread(target=_on_own_connection(kind.drain)) for _ in range(connections)]
+    server_before, client_before = _server_cpu(), _client_cpu()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - started
+    client_after = _client_cpu()
+    time.sleep(SETTLE)
+    server_after = _server_cpu()
+    finished = kind.finished()
+    if finished != jobs:
+        raise RuntimeError(f"{kind.label}: {finished} of {jobs} jobs succeeded")
+    server = (
+        None
+        if server_before is None or server_after is None
+        else (server_after - server_before) / jobs * 1e6
+    )
+    return {
+        "jobs/s": jobs / seconds,
+        "server us/job": server,
+        "client us/job": (client_after - client_before) / jobs * 1e6,
+    }
+
+
+def _on_own_connection(block: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        from django.db import connections
+
+        try:
+            block()
+        finally:
+            connections.close_all()  # this thread's
+
+    return run
+
+
+def _server_cpu() -> float | None:
+    """CPU seconds spent so far by the postgres processes on this host and the backends
+    that have ended, None if no postgres process runs here."""
+    ticks, found = 0, False
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as comm:
+                if comm.read().strip() != "postgres":
+                    continue
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        ticks += sum(int(field) for field in fields[11:15])  # utime, stime, cutime, cstime
+        found = True
+    return ticks / os.sysconf("SC_CLK_TCK") if found else None
+
+
+def _client_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _load_jobqueue(jobs: int) -> None:
+    from bench.benchapp.tasks import noop
+
+    _execute("TRUNCATE jobqueue_job, jobqueue_worker")
+    noop.enqueue_many([(i,) for i in range(jobs)])
+    _analyze("jobqueue_job")
+
+
+def _execute(sql: str, params: dict[str, Any] | None = None) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _analyze(table: str) -> None:
+    _execute(f"VACUUM ANALYZE {table}")
+
+
+def _report(
+    results: list[tuple[str, str, list[dict[str, float | None]]]], args: argparse.Namespace
+) -> None:
+    from bench.report import spread
+
+    raw = {conns: runs for label, conns, runs in results if label == RawDrain.label}
+    lines = [
+        f"Drain of {args.jobs:,} no-op jobs, {BATCH} per statement; medians of {args.repeat} "
+        "(min-max). CPU per job: median.",
+        "",
+        "| drain | connections | jobs/s | share of raw-100 | server CPU us/job "
+        "| client CPU us/job |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for label, conns, runs in results:
+        rates = [float(run["jobs/s"] or 0) for run in runs]
+        baseline = raw.get(conns) or raw.get("1")
+        share = (
+            statistics.median(rates) / statistics.median(float(r["jobs/s"] or 0) for r in baseline)
+            if baseline
+            else float("nan")
+        )
+        server = [run["server us/job"] for run in runs if run["server us/job"] is not None]
+        client = [float(run["client us/job"] or 0) for run in runs]
+        lines.append(
+            f"| {label} | {conns} | {spread(rates, 'jobs/s')} | {share:.2f} "
+            f"| {f'{statistics.median(server):.1f}' if server else 'n/a'} "
+            f"| {statistics.median(client):.1f} |"
+        )
+    lines += ["", f"Every drain finished all {args.jobs:,} jobs."]
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
