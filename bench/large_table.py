@@ -134,14 +134,16 @@ def _measure(jobs: int, concurrency: int) -> dict[str, float]:
 
 def _report(results: dict[str, dict[str, list[float]]], args: argparse.Namespace) -> None:
     (empty_label, empty), (full_label, full) = results.items()
-    figures = {
-        "claim ms": ("claim statement, execution (EXPLAIN ANALYZE, median of 30), ms", ".3f"),
+    from bench.report import spread
+
+    figures = {  # key: (label, unit)
+        "claim ms": ("claim statement, execution (EXPLAIN ANALYZE, median of 30), ms", "ms"),
         "jobs/s": (
             f"drain {args.jobs:,} no-op jobs, one in-process worker, concurrency "
             f"{args.concurrency}, jobs/s",
-            ",.0f",
+            "jobs/s",
         ),
-        "queues ms": ("`jobs queues` figures, ms", ".1f"),
+        "queues ms": ("`jobs queues` figures, ms", "ms"),
     }
     lines = [
         f"Medians of {args.repeat} (min-max).",
@@ -149,16 +151,12 @@ def _report(results: dict[str, dict[str, list[float]]], args: argparse.Namespace
         f"| figure | {empty_label} | {full_label} | ratio |",
         "|---|---:|---:|---:|",
     ]
-    for key, (label, spec) in figures.items():
+    for key, (label, unit) in figures.items():
         ratio = statistics.median(full[key]) / statistics.median(empty[key])
         lines.append(
-            f"| {label} | {_spread(empty[key], spec)} | {_spread(full[key], spec)} | {ratio:.2f} |"
+            f"| {label} | {spread(empty[key], unit)} | {spread(full[key], unit)} | {ratio:.2f} |"
         )
     print("\n".join(lines))
-
-
-def _spread(values: list[float], spec: str) -> str:
-    return f"{statistics.median(values):{spec}} ({min(values):{spec}}-{max(values):{spec}})"
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 
 Each statement sits in its file under a ``-- name: <name>`` line, except PostgreSQL's
 ``enqueue_keyless``: ``enqueue`` without its ON CONFLICT line, derived here so that the
-two never drift apart. Python refers to them by
-name only; how a vendor wants its parameters shaped (arrays or JSON text, the database
-clock or the caller's) is decided here and in the ``.sql`` files, nowhere else.
+two never drift apart. Python refers to them by name only; how a vendor wants its
+parameters shaped (arrays or JSON text, the database clock or the caller's) is decided
+here and in the ``.sql`` files, nowhere else.
 """
 
 from __future__ import annotations
