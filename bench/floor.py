@@ -179,6 +179,8 @@ class ClaimStatementDrain(Drain):
                     **selection,
                     "done": json.dumps([{"id": i, "token": t, "result": None} for i, t in done]),
                     "done_ids": queries.ids([i for i, _ in done]),
+                    "started": "[]",
+                    "started_ids": queries.ids([]),
                     "buffer": 5,
                     "worker": "floor",
                     "limit": BATCH,

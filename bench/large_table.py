@@ -110,6 +110,8 @@ def _measure(jobs: int, concurrency: int) -> dict[str, float]:
         "lease": 300,
         "done": "[]",  # the claim statement also records successes; none here
         "done_ids": [],
+        "started": "[]",  # and the starts of held jobs; none either
+        "started_ids": [],
         "buffer": 5,
     }
     claim_ms = []

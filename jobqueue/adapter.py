@@ -10,6 +10,7 @@ turns a ``Job`` row into Django's ``TaskResult`` and sends Django's ``task_start
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import inspect
 import logging
 from collections.abc import Callable, Mapping
@@ -136,13 +137,32 @@ def _same_definition(adapter: DjangoTaskAdapter, django_task: DjangoTask) -> boo
 
 
 def task_for_job(django_task: DjangoTask, job: Job) -> DjangoTask:
-    """The task as it was enqueued: the row's queue and priority."""
-    if (django_task.queue_name, django_task.priority) == (job.queue, job.priority):
+    """The task as it was enqueued: the row's queue, priority and ``run_after``."""
+    run_after = run_after_of(job)
+    if (django_task.queue_name, django_task.priority, django_task.run_after) == (
+        job.queue,
+        job.priority,
+        run_after,
+    ):
         return django_task
     try:
-        return dataclasses.replace(django_task, queue_name=job.queue, priority=job.priority)
+        return dataclasses.replace(
+            django_task, queue_name=job.queue, priority=job.priority, run_after=run_after
+        )
     except InvalidTask:  # the queue has since left the backend's QUEUES
         return django_task
+
+
+def run_after_of(job: Job) -> dt.datetime | None:
+    """``Task.run_after`` of a job: its ``run_at``, unless it was due at once.
+
+    A job enqueued without ``run_after`` is due at its enqueue time, to the microsecond (one
+    clock reading sets both), and Django's own backends give such a task ``None``. One
+    enqueued with ``run_after`` keeps it as ``run_at`` until the row is rescheduled: a retry's
+    backoff, a ``Snooze``, a crash recovery or an operator's Retry move ``run_at`` to when
+    the job is due again, and that is what ``run_after`` says from then on.
+    """
+    return None if job.run_at == job.enqueued_at else job.run_at
 
 
 def result_from_job(job: Job, django_task: DjangoTask) -> TaskResult:
@@ -157,12 +177,15 @@ def result_from_job(job: Job, django_task: DjangoTask) -> TaskResult:
     # One worker id per attempt: TaskContext.attempt is len(worker_ids). A crash is not an
     # attempt (it is retried without spending one), so its entry names no attempt here.
     worker_ids = [entry.get("worker") or "" for entry in job.errors if entry.get("type") != CRASH]
-    if job.status in (states.RUNNING, states.SUCCEEDED):
+    # A running job with no start is held in a worker's line, claimed ahead of its slots:
+    # for Django it is still waiting, and its attempt has not begun.
+    held = job.status == states.RUNNING and job.started_at is None
+    if job.status in (states.RUNNING, states.SUCCEEDED) and not held:
         worker_ids.append(job.worker or "")
     result: TaskResult = TaskResult(
         task=django_task,
         id=str(job.pk),
-        status=STATUSES[job.status],
+        status=TaskResultStatus.READY if held else STATUSES[job.status],
         enqueued_at=job.enqueued_at,
         started_at=job.started_at,
         finished_at=job.finished_at,

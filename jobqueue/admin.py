@@ -194,9 +194,14 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
     ) -> tuple[QuerySet[Job], bool]:
+        if "\x00" in search_term:
+            # PostgreSQL refuses a NUL in any text parameter, and no name or key holds one.
+            return queryset.none(), False
         results, duplicates = super().get_search_results(request, queryset, search_term)
         term = search_term.strip().lstrip("#")
-        if term.isdigit():
+        # isascii(): "²".isdigit() is True and int("²") raises. Ids are 64-bit: a longer
+        # number is none, and PostgreSQL refuses to compare a bigint with it.
+        if term.isascii() and term.isdigit() and len(term) <= 19 and int(term) < 2**63:
             results |= queryset.filter(pk=int(term))
         return results, duplicates
 
@@ -228,6 +233,10 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
     ) -> HttpResponse:
         context = dict(extra_context or {})
         job = self.get_object(request, object_id)
+        if job is not None and job.status == states.PENDING:
+            # Why this job may wait forever, said where an operator looks for it.
+            reason = overview.why_unclaimed(job.task_name, using=self.get_queryset(request).db)
+            context["jobqueue_unclaimed"] = display.unclaimed_notice(reason)
         if job is not None and super().has_change_permission(request):
             context["jobqueue_retry_url"] = self._url("retry", job) if can_retry(job) else None
             context["jobqueue_discard_url"] = (

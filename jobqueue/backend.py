@@ -66,7 +66,11 @@ class JobQueueTask(Task):
         where = f"@task option {{}} of {self.module_path}"
         try:
             if self.max_attempts is not None:
-                conf.positive_int(where.format("max_attempts"), self.max_attempts)
+                conf.positive_int(
+                    where.format("max_attempts"),
+                    self.max_attempts,
+                    maximum=conf.MAX_INTEGER_COLUMN,
+                )
             if self.timeout is not None:
                 conf.seconds(where.format("timeout"), self.timeout)
             if self.on_crash is not None:
@@ -103,6 +107,15 @@ class JobQueueBackend(BaseTaskBackend):
                 f'TASKS["{self.alias}"]["QUEUES"] is {sorted(self.queues)!r}.'
             )
         super().validate_task(task)
+        run_after = _aware(task.run_after)
+        if run_after is not None:
+            # The same bound as .using(run_at=...) of a jobqueue task, as Django's exception.
+            try:
+                EnqueueOptions(task_name=task.module_path, run_at=run_after)._validate_run_at(
+                    "run_after"
+                )
+            except ValueError as exc:
+                raise InvalidTask(str(exc)) from None
         adapter.register(task, self.defaults)
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
@@ -215,7 +228,7 @@ def _task_defaults(alias: str, options: Mapping[str, Any]) -> dict[str, Any]:
         place = f'{where}["{key}"]'
         try:
             if name == "max_attempts":
-                defaults[name] = conf.positive_int(place, value)
+                defaults[name] = conf.positive_int(place, value, maximum=conf.MAX_INTEGER_COLUMN)
             elif name == "timeout":
                 defaults[name] = conf.seconds(place, value)
             elif name == "on_crash":

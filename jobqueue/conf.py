@@ -35,6 +35,13 @@ POOL_OPTIONS = (
 )
 MEMORY_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 CATCH_ALL = "*"
+# The longest delay jobqueue accepts at enqueue or applies to a job it puts back (a retry's
+# backoff, a Snooze): ten years. Longer ones are refused at enqueue, naming the argument,
+# and clamped to this when a worker applies them, so that no run_at leaves the range every
+# database and Python's datetime can hold.
+MAX_DELAY = 10 * 365 * 86400
+# The largest value of a PostgreSQL integer column (Job.max_attempts, Job.crashes).
+MAX_INTEGER_COLUMN = 2**31 - 1
 
 Backoff = tuple[float, float, float] | Callable[[int], float]
 
@@ -114,20 +121,51 @@ def _key(name: str) -> str:
     return f'JOBQUEUE["{name}"]'
 
 
-def seconds(where: str, value: Any, *, allow_zero: bool = True) -> float:
-    """Return ``value`` as float seconds, or raise naming ``where``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+def seconds(
+    where: str, value: Any, *, allow_zero: bool = True, maximum: float = MAX_DELAY
+) -> float:
+    """Return ``value`` as float seconds, or raise naming ``where``.
+
+    Every duration has an upper bound (``MAX_DELAY``, ten years, unless told otherwise):
+    ``1e308`` is finite, but a timer, a ``timedelta`` or a lease built from it overflows.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (isinstance(value, float) and not math.isfinite(value))
+    ):
         raise ImproperlyConfigured(f"{where} must be a number of seconds, not {value!r}.")
+    # Compared, not converted, before the bound is known: float() of a huge int overflows.
     if value < 0 or (value == 0 and not allow_zero):
         bound = "zero or more" if allow_zero else "more than zero"
-        raise ImproperlyConfigured(f"{where} must be {bound} seconds, not {value!r}.")
+        raise ImproperlyConfigured(f"{where} must be {bound} seconds, not {_shown(value)}.")
+    if value > maximum:
+        raise ImproperlyConfigured(
+            f"{where} must be at most {maximum:,.0f} seconds ({_as_days(maximum)}), "
+            f"not {_shown(value)}."
+        )
     return float(value)
 
 
-def positive_int(where: str, value: Any) -> int:
+def _shown(number: float) -> str:
+    # repr() of a 5,000-digit integer raises ValueError.
+    if isinstance(number, int) and number.bit_length() > 256:
+        return f"an integer of {number.bit_length()} bits"
+    return repr(number)
+
+
+def _as_days(limit: float) -> str:
+    return "ten years" if limit == MAX_DELAY else f"{limit / 86400:g} days"
+
+
+def positive_int(where: str, value: Any, *, maximum: int | None = None) -> int:
     """Return ``value`` if it is a whole number of 1 or more, or raise naming ``where``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ImproperlyConfigured(f"{where} must be a whole number of 1 or more, not {value!r}.")
+        raise ImproperlyConfigured(
+            f"{where} must be a whole number of 1 or more, not {_shown(value)}."
+        )
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{where} must be at most {maximum:,}, not {_shown(value)}.")
     return value
 
 
@@ -145,15 +183,26 @@ def validate_backoff(where: str, value: Any) -> Backoff:
     if isinstance(value, (tuple, list)) and len(value) == 3:
         first, factor, cap = value
         numbers = all(
-            not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+            not isinstance(v, bool)
+            and isinstance(v, (int, float))
+            and abs(v) <= MAX_DELAY  # before isfinite, which overflows on a huge int
+            and math.isfinite(v)
             for v in value
         )
         if numbers and first >= 0 and factor >= 1 and cap >= first:
             return (float(first), float(factor), float(cap))
     raise ImproperlyConfigured(
         f"{where} must be a (first, factor, cap) tuple with first >= 0, factor >= 1 and "
-        f"cap >= first, or a callable taking the attempt number; got {value!r}."
+        f"cap >= first, each at most {MAX_DELAY:,} (MAX_DELAY, ten years), or a callable "
+        f"taking the attempt number; got {_shown_any(value)}."
     )
+
+
+def _shown_any(value: Any) -> str:
+    try:
+        return repr(value)
+    except ValueError:  # a 5,000-digit integer inside
+        return f"a {type(value).__name__}"
 
 
 def validate_on_crash(where: str, value: Any) -> str:
@@ -248,8 +297,10 @@ def memory_size(where: str, value: Any) -> int:
         return value
     if isinstance(value, str):
         text = value.strip().upper().removesuffix("B")
-        number, unit = (text[:-1], text[-1]) if text[-1:] in "KMG" else (text, "")
-        if number.isdigit() and int(number) > 0:
+        # text[-1:] is "" for an empty value, and "" is in every string.
+        number, unit = (text[:-1], text[-1]) if text and text[-1] in "KMG" else (text, "")
+        # isascii(): "²".isdigit() is True, and int("²") raises.
+        if number.isascii() and number.isdigit() and int(number) > 0:
             return int(number) * MEMORY_UNITS[unit]
     raise ImproperlyConfigured(
         f'{where} must be a size such as "512M", "2G" or a number of bytes, not {value!r}.'
@@ -299,6 +350,11 @@ def build(raw: Mapping[str, Any] | None) -> Settings:
         raise ImproperlyConfigured(f"{_key('ROUTING')} must be a dict of queue name -> pool name.")
     pools = _pools(values["POOLS"])
     for queue, pool in routing.items():
+        if not isinstance(queue, str) or not queue or not isinstance(pool, str):
+            raise ImproperlyConfigured(
+                f"{_key('ROUTING')} must map queue names to pool names (strings), "
+                f"not {queue!r}: {pool!r}."
+            )
         if pool not in pools:
             raise ImproperlyConfigured(
                 f'{_key("ROUTING")}["{queue}"] names pool {pool!r}, which is not in '
@@ -320,10 +376,15 @@ def build(raw: Mapping[str, Any] | None) -> Settings:
         lease=lease,
         safety_buffer=buffer,
         timeout=seconds(_key("TIMEOUT"), values["TIMEOUT"]),
-        max_attempts=positive_int(_key("MAX_ATTEMPTS"), values["MAX_ATTEMPTS"]),
+        # Job.max_attempts is a PostgreSQL integer column.
+        max_attempts=positive_int(
+            _key("MAX_ATTEMPTS"), values["MAX_ATTEMPTS"], maximum=MAX_INTEGER_COLUMN
+        ),
         backoff=validate_backoff(_key("BACKOFF"), values["BACKOFF"]),
         on_crash=validate_on_crash(_key("ON_CRASH"), values["ON_CRASH"]),
-        max_crashes=positive_int(_key("MAX_CRASHES"), values["MAX_CRASHES"]),
+        max_crashes=positive_int(
+            _key("MAX_CRASHES"), values["MAX_CRASHES"], maximum=MAX_INTEGER_COLUMN
+        ),
         shutdown_timeout=seconds(_key("SHUTDOWN_TIMEOUT"), values["SHUTDOWN_TIMEOUT"]),
         poll_interval=seconds(_key("POLL_INTERVAL"), values["POLL_INTERVAL"], allow_zero=False),
         retention=_retention(values["RETENTION"]),

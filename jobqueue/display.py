@@ -16,7 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
-from jobqueue import states
+from jobqueue import overview, states
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -124,6 +124,20 @@ def timeline(job: Job) -> SafeString:
         "", "<tr><td style='white-space:nowrap'>{}</td><td>{}</td></tr>", _rows(events)
     )
     return format_html('<table class="jobqueue-timeline">{}</table>', rows)
+
+
+def unclaimed_notice(reason: str | None) -> str | None:
+    """The sentence a pending job's page shows when no live worker would claim it (the
+    reason is :func:`jobqueue.overview.why_unclaimed`'s), or ``None``."""
+    if reason == overview.NO_WORKER:
+        return _("No worker is running: this job waits until one starts (manage.py runjobs).")
+    if reason == overview.UNREGISTERED:
+        return _(
+            "No live worker has registered this task, so none will claim this job. A worker "
+            "claims only tasks it imported: define the task in an installed app's tasks.py or "
+            'list its module in JOBQUEUE["TASK_MODULES"], then restart the workers.'
+        )
+    return None
 
 
 def _rows(events: list[tuple[dt.datetime, str]]) -> list[tuple[str, str]]:

@@ -36,6 +36,14 @@ NOTIFY_CHANNEL = "jobqueue"
 MAX_QUEUE_LENGTH = 100
 MAX_KEY_LENGTH = 255
 PRIORITY_RANGE = (-100, 100)
+# Job.max_attempts is a PostgreSQL integer column.
+MAX_ATTEMPTS_LIMIT = conf.MAX_INTEGER_COLUMN
+# The integers a job's JSON may hold, on every database alike: PostgreSQL's jsonb would take
+# more, SQLite's JSON functions turn larger ones into floats, so the rule is SQLite's.
+JSON_INT_RANGE = (-(2**63), 2**63 - 1)
+# How deep lists and dicts may nest in arguments, results and step values. The walk that
+# checks them is recursive; the limit keeps it (and json.dumps) far from Python's own.
+MAX_NESTING = 100
 
 Call = tuple[Sequence[Any], dict[str, Any]]
 Interceptor = Callable[
@@ -84,6 +92,7 @@ class EnqueueOptions:
                 f"{name}: queue must be a non-empty string of at most {MAX_QUEUE_LENGTH} "
                 f"characters, not {self.queue!r}."
             )
+        _check_text(f"{name}: queue", self.queue)
         low, high = PRIORITY_RANGE
         if isinstance(self.priority, bool) or not isinstance(self.priority, int):
             raise TypeError(f"{name}: priority must be a whole number, not {self.priority!r}.")
@@ -92,38 +101,61 @@ class EnqueueOptions:
         if self.max_attempts is not None and (
             isinstance(self.max_attempts, bool)
             or not isinstance(self.max_attempts, int)
-            or self.max_attempts < 1
+            or not 1 <= self.max_attempts <= MAX_ATTEMPTS_LIMIT
         ):
             raise ValueError(
-                f"{name}: max_attempts must be a whole number of 1 or more, "
-                f"not {self.max_attempts!r}."
+                f"{name}: max_attempts must be a whole number from 1 to {MAX_ATTEMPTS_LIMIT:,}, "
+                f"not {_short_repr(self.max_attempts)}."
             )
         if self.on_crash is not None:
             try:
                 conf.validate_on_crash(f"{name}: on_crash", self.on_crash)
             except ImproperlyConfigured as exc:
                 raise ValueError(str(exc)) from None
+        # Compared, not converted: a huge int or 1e20 would overflow timedelta(), and NaN
+        # fails both comparisons.
         if self.delay is not None and (
             isinstance(self.delay, bool)
             or not isinstance(self.delay, (int, float))
-            or not math.isfinite(self.delay)
-            or self.delay < 0
-        ):
-            raise ValueError(f"{name}: delay must be a number of seconds >= 0, not {self.delay!r}.")
-        if self.run_at is not None and (
-            not isinstance(self.run_at, dt.datetime) or timezone.is_naive(self.run_at)
+            or not 0 <= self.delay <= conf.MAX_DELAY
         ):
             raise ValueError(
-                f"{name}: run_at must be a timezone-aware datetime, not {self.run_at!r}."
+                f"{name}: delay must be a number of seconds from 0 to {conf.MAX_DELAY:,} "
+                f"(conf.MAX_DELAY, ten years), not {_short_repr(self.delay)}."
             )
+        if self.run_at is not None:
+            self._validate_run_at()
         key = self.idempotency_key
         if key is not None and (not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH):
             raise TypeError(
                 f"{name}: idempotency_key must be a non-empty string of at most "
                 f"{MAX_KEY_LENGTH} characters, not {key!r}."
             )
+        if key is not None:
+            _check_text(f"{name}: idempotency_key", key)
         if self.database not in connections:
             raise ValueError(f"{name}: database {self.database!r} is not in settings.DATABASES.")
+
+    def _validate_run_at(self, label: str = "run_at") -> None:
+        run_at = self.run_at
+        if not isinstance(run_at, dt.datetime) or timezone.is_naive(run_at):
+            raise ValueError(
+                f"{self.task_name}: {label} must be a timezone-aware datetime, not {run_at!r}."
+            )
+        # A run_at in the past is due now. One further ahead than MAX_DELAY is refused, as a
+        # delay that long is: it is almost certainly a mistake (a year typed wrong, seconds
+        # taken for milliseconds), and a time near year 9999 breaks date arithmetic later.
+        try:
+            ahead = (run_at.astimezone(dt.UTC) - timezone.now()).total_seconds()
+        except OverflowError:  # year 1 in a zone east of UTC: no UTC time to store
+            raise ValueError(
+                f"{self.task_name}: {label} {run_at!r} has no UTC equivalent a database can store."
+            ) from None
+        if ahead > conf.MAX_DELAY:
+            raise ValueError(
+                f"{self.task_name}: {label} {run_at.isoformat()} is more than "
+                f"{conf.MAX_DELAY:,} seconds (conf.MAX_DELAY, ten years) ahead."
+            )
 
     def due_at(self, now: dt.datetime) -> dt.datetime:
         if self.run_at is not None:
@@ -138,8 +170,11 @@ def bind_arguments(task: Task[Any, Any], args: Sequence[Any], kwargs: dict[str, 
     if arguments is None:
         arguments = _bind(task, args, kwargs)
     for argument, value in arguments:
-        if type(value) not in _SCALARS:
+        if type(value) not in _SCALARS or not _scalar_ok(value):
             _check_json(task.name, argument, value)
+        if "\x00" in argument or not argument.isascii():
+            # A ``**kwargs`` name is any string the caller chose, stored as a JSON key.
+            _check_text(f"{task.name}: the name of keyword argument {argument!r}", argument)
 
 
 def _bind(
@@ -162,7 +197,8 @@ def _bind(
     return arguments
 
 
-# Values that are JSON as they are; any other type gets the full json_problem walk.
+# Values that are JSON as they are once _scalar_ok agrees (no NUL or lone surrogate in a
+# str, an int within JSON_INT_RANGE); any other type gets the full json_problem walk.
 _SCALARS = frozenset({str, int, bool, type(None)})
 
 
@@ -218,36 +254,145 @@ _parameters: WeakKeyDictionary[Any, tuple[inspect.Signature, _Parameters | None]
 
 
 def _check_json(task_name: str, argument: str, value: Any) -> None:
-    problem = json_problem(value, path="")
+    problem = _json_problem(value, "", 0)
     if problem:
-        where, what = problem
-        raise TypeError(
-            f"{task_name}: argument {argument!r}{where} is not JSON-serialisable ({what}); "
-            "job arguments must be JSON: pass ids and plain values, not objects."
+        where, what, wrong_type = problem
+        if wrong_type:
+            raise TypeError(
+                f"{task_name}: argument {argument!r}{where} is not JSON-serialisable ({what}); "
+                "job arguments must be JSON: pass ids and plain values, not objects."
+            )
+        raise ValueError(f"{task_name}: argument {argument!r}{where} cannot be stored: {what}.")
+
+
+def _check_text(where: str, text: str) -> None:
+    """Raise ``ValueError`` naming ``where`` if a database would refuse ``text``."""
+    problem = text_problem(text)
+    if problem:
+        raise ValueError(f"{where} cannot be stored: it {problem}.")
+
+
+def text_problem(text: str) -> str | None:
+    """Why PostgreSQL would refuse ``text`` (a NUL byte, a lone surrogate), or None.
+
+    SQLite stores both, so the rule is PostgreSQL's, for every database alike. ASCII text,
+    nearly every string, is settled by two scans in C.
+    """
+    if "\x00" in text:
+        return "contains a NUL byte (\\x00), which PostgreSQL cannot store in text or JSON"
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"contains the lone surrogate {text[exc.start]!r} at offset {exc.start}, "
+            "which is not valid UTF-8"
         )
+    return None
+
+
+def int_problem(number: int) -> str | None:
+    """Why ``number`` is outside the integers a job's JSON may hold, or None."""
+    low, high = JSON_INT_RANGE
+    if low <= number <= high:
+        return None
+    # Not the number itself: str() of a 5,000-digit integer raises ValueError.
+    shown = _short_repr(number)
+    return f"{shown} is outside the signed 64-bit range -2**63 .. 2**63-1"
+
+
+def _short_repr(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"an integer of {value.bit_length():,} bits"
+    return repr(value)
 
 
 def json_problem(value: Any, path: str) -> tuple[str, str] | None:
-    """Return ``(path, reason)`` for the first value that would not survive a JSON trip."""
-    if value is None or isinstance(value, (bool, int, str)):
+    """Return ``(path, reason)`` for the first value that would not survive a JSON trip.
+
+    The rules are the same for arguments, results and step values, on every database: JSON
+    types only, finite floats, integers within :data:`JSON_INT_RANGE`, text without NUL
+    bytes or lone surrogates (dict keys included), nesting at most :data:`MAX_NESTING` deep.
+    ``reason`` is a phrase that reads on its own ("... contains a NUL byte ...").
+    """
+    problem = _json_problem(value, path, 0)
+    return None if problem is None else (problem[0], problem[1])
+
+
+def _json_problem(value: Any, path: str, depth: int) -> tuple[str, str, bool] | None:
+    """``(path, reason, wrong_type)`` for the first bad value under ``value``."""
+    if value is None or value is True or value is False:
         return None
+    if isinstance(value, str):
+        text = text_problem(value)
+        return None if text is None else (path, f"a string that {text}", False)
+    if isinstance(value, int):
+        number = int_problem(value)
+        return None if number is None else (path, number, False)
     if isinstance(value, float):
-        return None if math.isfinite(value) else (path, f"{value!r} is not a finite number")
+        if math.isfinite(value):
+            return None
+        return (path, f"{value!r} is not a finite number", True)
+    if isinstance(value, (list, tuple, dict)) and depth >= MAX_NESTING:
+        # A hundred levels of path say less than their first few.
+        shown = path if len(path) <= 40 else f"{path[:30]}..."
+        return (shown, f"lists and dicts nest more than {MAX_NESTING} levels deep", False)
     if isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            problem = json_problem(item, f"{path}[{index}]")
+            if type(item) in _SIMPLE and _scalar_ok(item):
+                continue
+            problem = _json_problem(item, f"{path}[{index}]", depth + 1)
             if problem:
                 return problem
         return None
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                return (path, f"dict key {key!r} is a {type(key).__name__}, not a str")
-            problem = json_problem(item, f"{path}[{key!r}]")
-            if problem:
-                return problem
+                return (path, f"dict key {key!r} is a {type(key).__name__}, not a str", True)
+            bad_key = text_problem(key)
+            if bad_key:
+                return (path, f"dict key {key!r} {bad_key}", False)
+            if type(item) in _SIMPLE and _scalar_ok(item):
+                continue
+            inner = _json_problem(item, f"{path}[{key!r}]", depth + 1)
+            if inner:
+                return inner
         return None
-    return (path, f"a {type(value).__module__}.{type(value).__qualname__}")
+    return (path, f"a {type(value).__module__}.{type(value).__qualname__}", True)
+
+
+def _plain(values: Sequence[Any]) -> bool:
+    """True if these JSON scalars are fine as they are: ints in range, ASCII text without NUL.
+
+    The fast path of a bulk enqueue, one loop with no call per value; anything else (valid
+    non-ASCII text included) goes through :func:`bind_arguments`, which says what is wrong.
+    """
+    low, high = JSON_INT_RANGE
+    for value in values:
+        kind = type(value)
+        if kind is int:
+            if not low <= value <= high:
+                return False
+        elif kind is str and ("\x00" in value or not value.isascii()):
+            return False
+    return True
+
+
+# Types whose values need no walk, only _scalar_ok.
+_SIMPLE = frozenset({str, int, float, bool, type(None)})
+
+
+def _scalar_ok(value: Any) -> bool:
+    """True if a value of a ``_SIMPLE`` type is fine as it is; the fast path of the walk."""
+    kind = type(value)
+    if kind is str:
+        return "\x00" not in value and (value.isascii() or text_problem(value) is None)
+    if kind is int:
+        return JSON_INT_RANGE[0] <= value <= JSON_INT_RANGE[1]
+    if kind is float:
+        return math.isfinite(value)
+    return True
 
 
 def enqueue_calls(
@@ -266,8 +411,14 @@ def enqueue_calls(
     parameters = _Parameters.of(task)
     arities = parameters.arities if parameters is not None else ()
     for args, kwargs in calls:
-        # The common call, positional JSON scalars, needs no more than this.
-        if kwargs or len(args) not in arities or not _SCALARS.issuperset(map(type, args)):
+        # The common call, positional JSON scalars, needs no more than this: every check
+        # here runs before any SQL, so a refused value leaves the caller's transaction as it was.
+        if (
+            kwargs
+            or len(args) not in arities
+            or not _SCALARS.issuperset(map(type, args))
+            or not _plain(args)
+        ):
             bind_arguments(task, args, kwargs)
     if not calls:
         return []

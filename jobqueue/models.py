@@ -94,6 +94,11 @@ class Worker(models.Model):
     pid = models.PositiveIntegerField()
     pool = models.CharField(max_length=100)
     queues = models.JSONField(default=dict)
+    # The task names this process registered (it claims only those), so that a pending job
+    # of a task no live worker knows can be named instead of waiting silently. The database
+    # default keeps the registration of a worker of an older version (whose statement does
+    # not name this column) working during a rolling deploy.
+    tasks = models.JSONField(default=list, db_default=[])
     concurrency = models.PositiveIntegerField()
     started_at = models.DateTimeField(default=timezone.now)
     last_heartbeat = models.DateTimeField(default=timezone.now)

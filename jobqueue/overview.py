@@ -4,18 +4,32 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from django.db.models import Count, Min, Q
+from django.db import DEFAULT_DB_ALIAS
+from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
 from jobqueue import conf, states
 from jobqueue.models import Job, Worker
 from jobqueue.runtime.queues import owner
+from jobqueue.store import Store
 
 # Counted per queue; succeeded and discarded rows (the bulk of a table) are left out.
 COUNTED = (states.PENDING, states.RUNNING, states.FAILED, states.ABANDONED)
+
+# Why a pending job will not be claimed as things are (see ``why_unclaimed``).
+NO_WORKER = "no worker"
+UNREGISTERED = "unregistered"
+# What to do about a task no live worker has registered, said wherever one is named.
+REGISTER_HINT = (
+    "A worker claims only tasks it imported: define them in an installed app's tasks.py "
+    'or list their modules in JOBQUEUE["TASK_MODULES"].'
+)
+# A message names at most this many tasks, the ones with the most jobs first.
+NAMED_TASKS = 20
 
 
 @dataclass
@@ -28,13 +42,16 @@ class QueueRow:
     failed: int = 0
     abandoned: int = 0
     oldest_due_seconds: float | None = None
+    # Pending jobs of this queue, per task, whose task no live worker has registered.
+    unregistered: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def queue_rows(settings: conf.Settings | None = None) -> list[QueueRow]:
-    """One row per queue that has jobs or is named in the settings, in one query."""
+    """One row per queue that has jobs or is named in the settings, in two queries: the
+    counts, and the pending jobs of tasks no live worker has registered."""
     settings = settings or conf.get()
     now = timezone.now()
     due = Q(status=states.PENDING, run_at__lte=now)
@@ -67,7 +84,56 @@ def queue_rows(settings: conf.Settings | None = None) -> list[QueueRow]:
     named = set(settings.routing) | {q for p in settings.pools.values() for q in p.queues or ()}
     for queue in named - set(rows):
         rows[queue] = QueueRow(queue=queue, pool=owner(settings, queue))
+    for queue, task_name, count in Store(settings=settings).unregistered_pending():
+        # A job enqueued since the counts were read may name a queue they did not see.
+        flagged = rows.setdefault(queue, QueueRow(queue=queue, pool=owner(settings, queue)))
+        flagged.unregistered[task_name] = count
     return [rows[q] for q in sorted(rows)]
+
+
+def by_task(rows: Iterable[tuple[str, str, int]]) -> dict[str, int]:
+    """``(queue, task_name, count)`` rows summed per task, most jobs first."""
+    totals: dict[str, int] = {}
+    for _, task_name, count in rows:
+        totals[task_name] = totals.get(task_name, 0) + count
+    return dict(sorted(totals.items(), key=lambda item: (-item[1], item[0])))
+
+
+def name_counts(counts: dict[str, int], limit: int = NAMED_TASKS) -> str:
+    """``"a (3), b (1)"``, in the given order; past ``limit`` names, how many more."""
+    named = [f"{name} ({n})" for name, n in list(counts.items())[:limit]]
+    if len(counts) > limit:
+        named.append(f"and {len(counts) - limit} more task(s)")
+    return ", ".join(named)
+
+
+def unregistered_message(counts: dict[str, int]) -> str:
+    """The worker's warning about pending jobs of tasks no live worker has registered."""
+    return (
+        f"{sum(counts.values())} pending job(s) of task(s) no live worker has registered: "
+        f"{name_counts(counts)}. {REGISTER_HINT}"
+    )
+
+
+def live_workers(
+    using: str = DEFAULT_DB_ALIAS, settings: conf.Settings | None = None
+) -> QuerySet[Worker]:
+    """Worker rows renewed within ``LEASE``: the processes that may claim now."""
+    lease = dt.timedelta(seconds=(settings or conf.get()).lease)
+    return Worker.objects.using(using).filter(last_heartbeat__gt=timezone.now() - lease)
+
+
+def why_unclaimed(
+    task_name: str, *, using: str = DEFAULT_DB_ALIAS, settings: conf.Settings | None = None
+) -> str | None:
+    """Why a pending job of ``task_name`` will not be claimed as things are: NO_WORKER (no
+    worker is live), UNREGISTERED (none of the live ones registered the task), or None."""
+    registered = list(live_workers(using, settings).values_list("tasks", flat=True))
+    if not registered:
+        return NO_WORKER
+    if not any(isinstance(names, list) and task_name in names for names in registered):
+        return UNREGISTERED
+    return None
 
 
 @dataclass

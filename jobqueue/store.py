@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
+from django.db import DEFAULT_DB_ALIAS, DataError, IntegrityError, transaction
 from django.utils import timezone
 
 from jobqueue import conf, signals, states
+from jobqueue.enqueue import NOTIFY_CHANNEL
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.operations import Action, Outcome, Selection, SelectionSQL, compile_selection
 from jobqueue.sql import Queries, loads
@@ -26,6 +28,13 @@ from jobqueue.sql import Queries, loads
 logger = logging.getLogger("jobqueue")
 
 PRUNE_BATCH = 1000
+
+# What an error entry keeps of a handler's exception, per attempt: the head and the tail of
+# its message and traceback, and how much was cut between them. A 5 MB message is then not
+# stored (nor logged) whole on every attempt.
+MESSAGE_LIMIT = 10_000
+TRACEBACK_LIMIT = 20_000
+LAST_ERROR_LIMIT = 1_000  # last_error, the one line the admin and the logs show
 
 
 @dataclass
@@ -43,6 +52,9 @@ class ClaimedJob:
     crashes: int
     token: str
     steps: dict[str, Any] = field(default_factory=dict)
+    # Claimed ahead of the free slots, to wait in line: its row's started_at stays NULL
+    # until a slot takes it and the worker's writer records the start (Store.record).
+    held: bool = False
 
     @property
     def attempts_left(self) -> bool:
@@ -94,7 +106,9 @@ class Store:
         ``queues=None`` serves every queue but ``excluded``. Only ``task_names`` are
         claimed, so a job for a task this worker does not know stays pending, untouched.
         Up to ``ahead`` more are claimed to be held until a slot frees, in order and only
-        while a crash would return them to pending (on_crash "retry", crashes left).
+        while a crash would return them to pending (on_crash "retry", crashes left). Those
+        come last, with ``held`` set and no ``started_at`` on their rows: recovery hands
+        them back without a crash until :meth:`record` records their start.
         """
         if limit + ahead < 1 or not task_names:
             return []
@@ -155,22 +169,40 @@ class Store:
         """running -> succeeded, storing the JSON ``result``; fenced like every worker write.
 
         A worker records its successes through :meth:`record` instead, many to a statement.
+        A result that cannot be stored (json.dumps raises, or the database refuses it) fails
+        the job instead, saying so; an outage raises, for the lease to take over.
         """
-        matched, _ = self._write(done=[success(job, result)], scope=_NO_CLAIM, limit=0)
+        try:
+            matched, _ = self._write(done=[success(job, result)], scope=_NO_CLAIM, limit=0)
+        except Exception as exc:
+            if not refused_value(exc):
+                raise
+            self.fail_unstorable(job, "the result", exc, worker=worker)
+            return
         if not matched:
             raise JobRunAborted(_refused(job, "succeed"))
         self._succeeded(job, worker)
 
     def record(
-        self, done: list[Success], *, scope: ClaimScope, limit: int, ahead: int = 0
+        self,
+        done: list[Success],
+        *,
+        scope: ClaimScope,
+        limit: int,
+        ahead: int = 0,
+        started: Sequence[ClaimedJob] = (),
     ) -> list[ClaimedJob]:
-        """Record the successes ``done`` and claim up to ``limit`` + ``ahead`` jobs of
-        ``scope`` (as :meth:`claim` does), in one statement on PostgreSQL.
+        """Record the successes ``done`` and the starts of the held jobs ``started``, and
+        claim up to ``limit`` + ``ahead`` jobs of ``scope`` (as :meth:`claim` does), in one
+        statement on PostgreSQL.
 
         A success the fence refuses is logged and dropped: its attempt no longer owns the
-        job, so its result must not be written.
+        job, so its result must not be written. A start the fence refuses is dropped
+        silently: its attempt's outcome, whatever it is, meets the fence too.
         """
-        matched, claimed = self._write(done=done, scope=scope, limit=limit, ahead=ahead)
+        matched, claimed = self._write(
+            done=done, scope=scope, limit=limit, ahead=ahead, started=started
+        )
         recorded = set(matched)
         for d in done:
             if d.job.id in recorded:
@@ -184,17 +216,25 @@ class Store:
         self._finished(job, states.SUCCEEDED, worker)
 
     def retry(self, job: ClaimedJob, error: dict[str, Any], delay: float, *, worker: str) -> None:
-        """running -> pending after ``delay`` seconds; the failed attempt stays counted."""
-        self._fenced(
+        """running -> pending after ``delay`` seconds; the failed attempt stays counted.
+
+        The delay is clamped to ``conf.MAX_DELAY``. An outcome the database refuses fails
+        the job instead (:meth:`fail_unstorable`).
+        """
+        delay = self._clamped(job, delay, "retry")
+        written = self._outcome(
             "retry",
             job,
-            {
+            lambda: {
                 "delay": delay,
-                "error": json.dumps(error),
-                "last_error": summary(error),
+                **_error_params(error),
                 **self.queries.clock(run_at=delay),
             },
+            "the error entry",
+            worker,
         )
+        if not written:
+            return
         logger.warning(
             "job %s (%s) failed attempt %s of %s, retrying in %.3g s: %s",
             job.id,
@@ -208,7 +248,8 @@ class Store:
 
     def fail(self, job: ClaimedJob, error: dict[str, Any], *, worker: str) -> None:
         """running -> failed; the row and its error history stay for an operator."""
-        self._fenced("fail", job, {"error": json.dumps(error), "last_error": summary(error)})
+        if not self._outcome("fail", job, lambda: _error_params(error), "the error entry", worker):
+            return
         logger.error(
             "job %s (%s) failed for good on attempt %s of %s: %s",
             job.id,
@@ -220,10 +261,95 @@ class Store:
         self._finished(job, states.FAILED, worker)
 
     def snooze(self, job: ClaimedJob, seconds: float, *, worker: str) -> None:
-        """running -> pending after ``seconds``, giving the attempt back."""
-        self._fenced("snooze", job, {"delay": seconds, **self.queries.clock(run_at=seconds)})
+        """running -> pending after ``seconds`` (clamped to ``conf.MAX_DELAY``), giving the
+        attempt back."""
+        seconds = self._clamped(job, seconds, "snooze")
+        written = self._outcome(
+            "snooze",
+            job,
+            lambda: {"delay": seconds, **self.queries.clock(run_at=seconds)},
+            "the snooze",
+            worker,
+        )
+        if not written:
+            return
         logger.info("job %s (%s) snoozed for %.3g s", job.id, job.task_name, seconds)
         self._finished(job, states.PENDING, worker)
+
+    def fail_unstorable(
+        self, job: ClaimedJob, what: str, exc: BaseException, *, worker: str
+    ) -> None:
+        """running -> failed, fenced, with an entry that every database stores, when
+        ``what`` of this attempt (``"the result"``, ``"the error entry"``, ...) could not be
+        written as it is: the database refused it, or it could not be encoded. Without this
+        the job would stay running until its lease ran out, and run again as a crash."""
+        entry = {
+            "type": f"{UnstorableOutcome.__module__}.{UnstorableOutcome.__qualname__}",
+            "message": storable_text(
+                f"{what} of attempt {job.attempt} could not be stored "
+                f"({type(exc).__name__}: {exception_text(exc)}); the job is failed instead",
+                MESSAGE_LIMIT,
+            ),
+            "traceback": "",
+            "attempt": job.attempt,
+            "at": timezone.now().isoformat(),
+            "worker": storable_text(worker, MESSAGE_LIMIT),
+        }
+        # No fallback behind this one: if even this write fails, it raises, and the lease
+        # running out returns the job (a crash) for another attempt to record.
+        self._fenced("fail", job, _error_params(entry))
+        logger.error(
+            "job %s (%s) failed on attempt %s: %s",
+            job.id,
+            job.task_name,
+            job.attempt,
+            summary(entry),
+        )
+        self._finished(job, states.FAILED, worker)
+
+    def _outcome(
+        self,
+        statement: str,
+        job: ClaimedJob,
+        params: Callable[[], dict[str, Any]],
+        what: str,
+        worker: str,
+    ) -> bool:
+        """Write an attempt's outcome, fenced; False if it was refused as a value and the
+        job failed instead. Outages and a lost fence raise as from any write."""
+        try:
+            # The parameters are built inside: encoding the error entry may raise too.
+            self._fenced(statement, job, params())
+        except JobRunAborted:
+            raise
+        except Exception as exc:
+            if not refused_value(exc):
+                raise  # the database is away: the lease and recovery take over
+            logger.warning(
+                "job %s: %s of attempt %s was refused (%s); failing the job instead",
+                job.id,
+                what,
+                job.attempt,
+                storable_text(exception_text(exc), LAST_ERROR_LIMIT),
+            )
+            self.fail_unstorable(job, what, exc, worker=worker)
+            return False
+        return True
+
+    def _clamped(self, job: ClaimedJob, seconds: float, why: str) -> float:
+        delay = clamp_delay(seconds)
+        if delay != seconds:
+            logger.warning(
+                "job %s (%s): the %s delay %r s is outside 0 .. %s s (MAX_DELAY, ten years); "
+                "using %s s",
+                job.id,
+                job.task_name,
+                why,
+                seconds,
+                conf.MAX_DELAY,
+                delay,
+            )
+        return delay
 
     def save_step(self, job: ClaimedJob, name: str, value: Any) -> None:
         """Record a finished step's JSON result on a running job."""
@@ -250,18 +376,32 @@ class Store:
             raise JobRunAborted(_refused(job, statement))
 
     def _write(
-        self, *, done: list[Success], scope: ClaimScope, limit: int, ahead: int = 0
+        self,
+        *,
+        done: list[Success],
+        scope: ClaimScope,
+        limit: int,
+        ahead: int = 0,
+        started: Sequence[ClaimedJob] = (),
     ) -> tuple[list[int], list[ClaimedJob]]:
-        """Record ``done`` (fenced) and claim up to ``limit`` + ``ahead`` jobs of ``scope``.
+        """Record ``done`` and ``started`` (fenced) and claim up to ``limit`` + ``ahead``
+        jobs of ``scope``.
 
         Returns the ids of the successes the fence matched and the jobs claimed. On
-        PostgreSQL one statement does both; SQLite has no writing CTEs, so there it is one
-        transaction of two statements, each skipped when it has nothing to do.
+        PostgreSQL one statement does it all; SQLite has no writing CTEs, so there it is one
+        transaction of up to three statements, each skipped when it has nothing to do.
         """
         q = self.queries
+        # A job that started and succeeded since the last write is recorded as a success
+        # only, which records its start too: PostgreSQL must not update one row from two
+        # parts of one statement.
+        done_ids = {d.job.id for d in done}
+        started = [job for job in started if job.id not in done_ids]
         params = {
             "done": _done_rows(done),
             "done_ids": q.ids([d.job.id for d in done]),
+            "started": json.dumps([{"id": job.id, "token": job.token} for job in started]),
+            "started_ids": q.ids([job.id for job in started]),
             "buffer": self.settings.safety_buffer,
             "worker": scope.worker,
             **self._selection(list(scope.task_names), scope.queues, scope.excluded),
@@ -277,7 +417,11 @@ class Store:
             claimed_rows = [row[1:] for row in rows if row[1] is not None]
         else:
             claiming = bool(limit + ahead) and bool(scope.task_names)
-            with transaction.atomic(using=q.using) if done and claiming else nullcontext():
+            # One transaction, and one commit, when there is more than one statement.
+            several = bool(started) + bool(done) + claiming > 1
+            with transaction.atomic(using=q.using) if several else nullcontext():
+                if started:
+                    q.execute("record_started", params)
                 matched = [row[0] for row in q.fetchall("succeed_many", params)] if done else []
                 claimed_rows = q.fetchall("claim", params) if claiming else []
         return matched, self._claimed(claimed_rows, scope.worker)
@@ -296,12 +440,21 @@ class Store:
                 crashes=row[8],
                 token=row[9],
                 steps=loads(row[10]) or {},
+                held=bool(row[11]),
             )
             for row in rows
         ]
-        jobs.sort(key=lambda job: (-job.priority, job.id))
+        # The jobs for the free slots first, then the held ones, each by priority: the line
+        # is first in first out, so a job recorded as started is one a slot takes at once.
+        jobs.sort(key=lambda job: (job.held, -job.priority, job.id))
         for job in jobs:
-            logger.debug("claimed job %s (%s), attempt %s", job.id, job.task_name, job.attempt)
+            logger.debug(
+                "claimed job %s (%s), attempt %s%s",
+                job.id,
+                job.task_name,
+                job.attempt,
+                ", held until a slot frees" if job.held else "",
+            )
             signals.job_started.send(
                 sender=Store,
                 job_id=job.id,
@@ -332,8 +485,10 @@ class Store:
         pool: str,
         queues: dict[str, Any],
         concurrency: int,
+        tasks: Sequence[str] = (),
     ) -> None:
-        """Insert this worker's row, or refresh its heartbeat if it is there."""
+        """Insert this worker's row, or refresh its heartbeat (and ``tasks``, the task names
+        it registered) if it is there."""
         self.queries.execute(
             "register_worker",
             {
@@ -342,6 +497,7 @@ class Store:
                 "pid": pid,
                 "pool": pool,
                 "queues": json.dumps(queues),
+                "tasks": json.dumps(list(tasks)),
                 "concurrency": concurrency,
                 **self.queries.clock(),
             },
@@ -407,6 +563,9 @@ class Store:
         reason: str,
         any_token: bool = False,
     ) -> list[tuple[int, str, str]]:
+        # A job whose handler started gets the crash policy; one claimed ahead and never
+        # started (its started_at still NULL) goes back to pending as unclaim hands it back,
+        # with no crash counted and no error entry: the statement tells them apart.
         q = self.queries
         rows = q.fetchall(
             "recover",
@@ -421,10 +580,22 @@ class Store:
                 **q.clock(),
             },
         )
-        for job_id, task_name, status, last_error in rows:
+        unstarted = 0
+        for job_id, task_name, status, last_error, started in rows:
+            if not started:
+                unstarted += 1
+                continue
             log = logger.error if status == states.ABANDONED else logger.warning
             log("job %s (%s) recovered as %s: %s", job_id, task_name, status, last_error)
-        return [(job_id, task_name, status) for job_id, task_name, status, _ in rows]
+        if unstarted:
+            logger.info(
+                "%s %s job(s) claimed ahead and never started went back to pending, with no "
+                "crash counted: %s",
+                reason,
+                unstarted,
+                ", ".join(str(row[0]) for row in rows if not row[4]),
+            )
+        return [(job_id, task_name, status) for job_id, task_name, status, _, _ in rows]
 
     def reap_workers(self) -> int:
         """Delete worker rows with no heartbeat for a whole ``LEASE``."""
@@ -432,6 +603,16 @@ class Store:
         return self.queries.execute(
             "reap_workers", {"lease": lease, **self.queries.clock(cutoff=-lease)}
         )
+
+    def unregistered_pending(self) -> list[tuple[str, str, int]]:
+        """``(queue, task_name, count)`` of the pending jobs whose task no live worker (one
+        renewed within ``LEASE``) has registered, most jobs first: as things are, no worker
+        will claim them."""
+        lease = self.settings.lease
+        rows = self.queries.fetchall(
+            "unregistered_pending", {"lease": lease, **self.queries.clock(cutoff=-lease)}
+        )
+        return [(queue, task_name, int(count)) for queue, task_name, count in rows]
 
     # -- maintenance ------------------------------------------------------------------
 
@@ -502,8 +683,10 @@ class Store:
         scope = compile_selection(selection, q)
         # A savepoint: a key collision or a dry run rolls back this operation only, never the
         # caller's transaction.
+        # operator_retry notifies each retried job's queue, as enqueue does (PostgreSQL).
+        notify = {"channel": NOTIFY_CHANNEL} if action == "retry" and q.is_postgresql else {}
         with transaction.atomic(using=q.using):
-            rows = self._operator_rows(f"operator_{action}", scope, {})
+            rows = self._operator_rows(f"operator_{action}", scope, notify)
             done = sorted(row[0] for row in rows)
             done_param = done if q.is_postgresql else json.dumps(done)
             counts = self._operator_rows(f"operator_{action}_skipped", scope, {"done": done_param})
@@ -527,6 +710,10 @@ class Store:
         )
         if not dry_run:
             self._operated(outcome)
+            if action == "retry":
+                # This process's workers wake at commit, as for an enqueue; other processes'
+                # hear the NOTIFY, which PostgreSQL delivers at the same commit.
+                signals.send_jobs_committed_at_commit((row[1] for row in rows), q.using)
         return outcome
 
     def _operator_rows(
@@ -570,10 +757,110 @@ def _done_rows(done: list[Success]) -> str:
 
 
 def summary(error: dict[str, Any]) -> str:
-    """The one-line ``last_error`` for an error entry."""
-    message = error.get("message") or ""
-    first_line = message.splitlines()[0] if message else ""
-    return f"{error.get('type', 'Error')}: {first_line}" if first_line else error.get("type", "")
+    """The one-line ``last_error`` for an error entry, at most ``LAST_ERROR_LIMIT`` long."""
+    message = str(error.get("message") or "")
+    # The first line of at most the head of the message: an entry's message is capped, but
+    # splitting a long one only to keep its first line would be waste.
+    first_line = message[: LAST_ERROR_LIMIT * 2].splitlines()[0] if message else ""
+    kind = str(error.get("type", "Error"))
+    return storable_text(f"{kind}: {first_line}" if first_line else kind, LAST_ERROR_LIMIT)
+
+
+class UnstorableOutcome(Exception):
+    """The type named by the error entry of a job whose outcome could not be stored."""
+
+
+def clamp_delay(seconds: float) -> float:
+    """``seconds`` within 0 .. ``conf.MAX_DELAY``; NaN and infinity become the maximum.
+
+    A longer delay would put ``run_at`` past what Python's datetime (year 9999) or the
+    database can hold: an OverflowError on SQLite, and on PostgreSQL a row that breaks
+    every page that reads it.
+    """
+    if not seconds <= conf.MAX_DELAY:  # also True for NaN
+        return float(conf.MAX_DELAY)
+    return max(0.0, float(seconds))
+
+
+def refused_value(exc: BaseException) -> bool:
+    """True for an error about a value (the database refused it, or it could not be
+    encoded); False for one about reaching the database (``OperationalError``,
+    ``InterfaceError``), which the lease and recovery see to."""
+    return isinstance(
+        exc, DataError | IntegrityError | ValueError | OverflowError | TypeError | RecursionError
+    )
+
+
+def storable_text(text: str, limit: int) -> str:
+    """``text`` as every database stores it, in at most ``limit`` characters.
+
+    NUL bytes and lone surrogates, which PostgreSQL refuses, are written as the escapes
+    ``\\x00`` and ``\\ud800``. A longer text keeps its head and its tail and says how much
+    was cut between them: "... [123,456 characters cut] ...".
+    """
+    if len(text) <= limit:
+        if _storable(text):
+            return text
+        escaped = _escape(text)
+        if len(escaped) <= limit:
+            return escaped
+    room = max(0, limit - _MARKER_ROOM)
+    head, shown_head = _fit(text[: room // 2], room // 2, keep_end=False)
+    tail_room = room - room // 2
+    tail, shown_tail = _fit(text[len(text) - tail_room :] if tail_room else "", tail_room, True)
+    cut = len(text) - shown_head - shown_tail
+    return f"{head} … [{cut:,} characters cut] … {tail}"
+
+
+# Room left for " … [1,234,567,890 characters cut] … " when a text is cut.
+_MARKER_ROOM = 48
+
+
+def _storable(text: str) -> bool:
+    if "\x00" in text:
+        return False
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _escape(text: str) -> str:
+    text = text.replace("\x00", "\\x00")
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _fit(raw: str, budget: int, keep_end: bool) -> tuple[str, int]:
+    """The escaped form of as much of ``raw`` as fits ``budget``, kept from its start (or
+    its end), and how many characters of ``raw`` that is."""
+    escaped = _escape(raw)
+    excess = len(escaped) - budget
+    if excess > 0:
+        # Each character escapes to one or more: dropping ``excess`` of them is enough.
+        raw = raw[excess:] if keep_end else raw[: len(raw) - excess]
+        escaped = _escape(raw)
+    return escaped, len(raw)
+
+
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, or what stands for it when that raises (a handler's own exception may)."""
+    try:
+        return str(exc)
+    except Exception as error:
+        try:
+            why = f"{type(error).__name__}: {error}"
+        except Exception:
+            why = type(error).__name__
+        return f"<str() of the {type(exc).__name__} raised {why}>"
+
+
+def _error_params(error: dict[str, Any]) -> dict[str, Any]:
+    # json.dumps may raise (a value a handler put in the entry): callers treat that as a
+    # refused value, like a DataError of the write.
+    return {"error": json.dumps(error), "last_error": summary(error)}
 
 
 def json_path(step_name: str) -> str:

@@ -15,7 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
 from jobqueue import conf
-from jobqueue.enqueue import EnqueueOptions, collector_paused, enqueue_calls
+from jobqueue.enqueue import EnqueueOptions, collector_paused, enqueue_calls, text_problem
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -24,6 +24,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _registry: dict[str, Task[Any, Any]] = {}
+MAX_NAME_LENGTH = 255  # Job.task_name
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,10 @@ class Task(Generic[P, R]):
                 )
             return delay
         first, factor, cap = backoff
-        return min(cap, first * factor ** (attempt - 1))
+        try:
+            return min(cap, first * factor ** (attempt - 1))
+        except OverflowError:  # factor ** attempt past a float, long after reaching the cap
+            return cap if first else 0.0
 
     def using(
         self,
@@ -234,7 +238,8 @@ def task(
     """Register a function as a task: ``@task`` or ``@task(queue="emails", ...)``."""
 
     def decorate(f: Callable[..., Any]) -> Task[Any, Any]:
-        task_name = name or f"{f.__module__}.{f.__qualname__}"
+        task_name = f"{f.__module__}.{f.__qualname__}" if name is None else name
+        check_name(task_name, given=name is not None)
         options = _validated_options(
             task_name,
             queue=queue,
@@ -272,7 +277,29 @@ def _validated_options(task_name: str, **options: Any) -> TaskOptions:
     return TaskOptions(**options)
 
 
+def check_name(name: Any, *, given: bool = True) -> None:
+    """Raise ``TypeError``/``ValueError`` naming ``name`` unless it fits ``Job.task_name``.
+
+    Checked at decoration: a name the database refuses would fail every enqueue, and a
+    non-string one breaks discovery for every worker.
+    """
+    what = "@task(name=...)" if given else "the task's name (its function's dotted path)"
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str, not {type(name).__name__}: {name!r}.")
+    if not name:
+        raise ValueError(f"{what} must be a non-empty string.")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ValueError(
+            f"{what} must be at most {MAX_NAME_LENGTH} characters (the Job.task_name column), "
+            f"not {len(name)}: {name[:60]!r}...; give a shorter name=."
+        )
+    problem = text_problem(name)
+    if problem:
+        raise ValueError(f"{what} {name!r} {problem}.")
+
+
 def register(t: Task[Any, Any]) -> Task[Any, Any]:
+    check_name(t.name)
     existing = _registry.get(t.name)
     same_function = existing is not None and (
         existing.func.__module__,

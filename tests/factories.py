@@ -1,7 +1,9 @@
+import datetime as dt
+
 import factory
 from django.utils import timezone
 
-from jobqueue.models import Job
+from jobqueue.models import Job, Worker
 
 
 class JobFactory(factory.django.DjangoModelFactory):
@@ -20,3 +22,24 @@ class FinishedJobFactory(JobFactory):
     status = "succeeded"
     attempts = 1
     finished_at = factory.LazyFunction(timezone.now)
+
+
+class WorkerFactory(factory.django.DjangoModelFactory):
+    """A worker row; ``heartbeat_age`` seconds since its last heartbeat (0: live now)."""
+
+    class Meta:
+        model = Worker
+
+    class Params:
+        heartbeat_age = 0.0
+
+    id = factory.Sequence(lambda n: f"web-1:{n}:test")
+    hostname = "web-1"
+    pid = 10
+    pool = "default"
+    queues = factory.LazyFunction(lambda: {"queues": None, "excluded": []})
+    tasks = factory.LazyFunction(list)
+    concurrency = 1
+    last_heartbeat = factory.LazyAttribute(
+        lambda o: timezone.now() - dt.timedelta(seconds=o.heartbeat_age)
+    )

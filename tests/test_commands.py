@@ -54,10 +54,21 @@ def test_runjobs_queue_options_need_a_pool():
 
 @pytest.mark.parametrize(
     "args",
-    [["--concurrency", "0"], ["--shutdown-timeout", "-1"], ["--max-memory", "lots"]],
+    [
+        ["--concurrency", "0"],
+        ["--shutdown-timeout", "-1"],
+        ["--max-memory", "lots"],
+        ["--max-memory", ""],
+        ["--shutdown-timeout", "nan"],
+        ["--shutdown-timeout", "inf"],
+        ["--shutdown-timeout", "1e20"],
+        ["--idle-timeout", "nan"],
+        ["--idle-timeout", "-inf"],
+        ["--idle-timeout", "0"],
+    ],
 )
 def test_runjobs_rejects_bad_numbers(args):
-    with pytest.raises(CommandError, match="expected"):
+    with pytest.raises(CommandError, match=f"argument {args[0]}: expected"):
         call_command("runjobs", *args)
 
 
@@ -103,6 +114,36 @@ def test_jobs_queues_json():
     JobFactory(queue="emails")
     [row] = json.loads(run("jobs", "queues", "--json"))
     assert row["queue"] == "emails" and row["pool"] == "default" and row["due"] == 1
+
+
+def test_jobs_queues_names_pending_jobs_of_tasks_no_live_worker_registers():
+    JobFactory(queue="emails", task_name="shop.other.send")
+    JobFactory(queue="emails")
+    out, err = StringIO(), StringIO()
+    call_command("jobs", "queues", stdout=out, stderr=err)
+    # No worker at all: every pending job is one, and the advice is to start a worker.
+    assert out.getvalue().splitlines()[-1] == (
+        "pending jobs of tasks no live worker has registered: "
+        "shop.other.send (1), tests.testapp.tasks.add (1)"
+    )
+    assert "No worker is running" in err.getvalue()
+    WorkerRow.objects.create(
+        id="web-1:10:abc",
+        hostname="web-1",
+        pid=10,
+        pool="default",
+        queues={"queues": None, "excluded": []},
+        tasks=["tests.testapp.tasks.add"],
+        concurrency=4,
+    )
+    out, err = StringIO(), StringIO()
+    call_command("jobs", "queues", stdout=out, stderr=err)
+    assert out.getvalue().splitlines()[-1] == (
+        "pending jobs of tasks no live worker has registered: shop.other.send (1)"
+    )
+    assert "define them in an installed app's tasks.py" in err.getvalue()
+    [row] = json.loads(run("jobs", "queues", "--json"))
+    assert row["unregistered"] == {"shop.other.send": 1} and row["due"] == 2
 
 
 def test_jobs_workers_lists_live_workers_by_pool_with_jobs_held():

@@ -81,6 +81,24 @@ def run(command: BaseCommand, action: Action, options: dict[str, Any]) -> None:
     else:
         outcome = _in_batches(command, action, queryset, total, dry_run)
     command.stdout.write(outcome.message())
+    missing = _missing(ids)
+    if missing:
+        # What was done with the rest is said above; the exit status tells a script that
+        # part of what it asked for was not there (a typo, or pruned since).
+        shown = ", ".join(map(str, missing[:20])) + (", ..." if len(missing) > 20 else "")
+        raise CommandError(
+            f"{len(missing)} of the {len(set(ids))} job id(s) given do not exist: {shown}"
+        )
+
+
+def _missing(ids: list[int]) -> list[int]:
+    """The ids given that name no job, in order."""
+    wanted = sorted(set(ids))
+    found: set[int] = set()
+    for start in range(0, len(wanted), BATCH):
+        chunk = wanted[start : start + BATCH]
+        found.update(Job.objects.filter(pk__in=chunk).values_list("pk", flat=True))
+    return [pk for pk in wanted if pk not in found]
 
 
 def _in_batches(

@@ -18,8 +18,17 @@ from django.utils import timezone
 from jobqueue import conf
 from jobqueue.enqueue import json_problem
 from jobqueue.exceptions import JobRunAborted, PermanentError, Snooze
+from jobqueue.runtime.cleanup import State, restore_connections, snapshot
 from jobqueue.runtime.context import JobContext
-from jobqueue.store import ClaimedJob, Store
+from jobqueue.store import (
+    MESSAGE_LIMIT,
+    TRACEBACK_LIMIT,
+    ClaimedJob,
+    Store,
+    clamp_delay,
+    exception_text,
+    storable_text,
+)
 from jobqueue.tasks import Task
 
 logger = logging.getLogger("jobqueue.worker")
@@ -71,55 +80,150 @@ def run(
 
     A success goes to ``record_success(attempt, value)`` when given (the worker's writer,
     which records it in a later statement), else it is written here. Returns True if it
-    went there.
+    went there. Whatever the handler does, the job does not stay running: an outcome that
+    cannot be written as it is fails the job, saying so (the store sees to that), and only
+    the database being away leaves it to the lease and recovery.
     """
-    job, task = attempt.job, attempt.task
+    job = attempt.job
     attempt.thread_id = threading.get_ident()
     try:
         try:
-            value = _call(attempt, store)
-            problem = json_problem(value, path="")
-            if problem:
-                raise TypeError(f"the handler returned a value that is not JSON: {problem[1]}")
+            value = _outcome(attempt, store)
         except Snooze as snooze:
             store.snooze(job, snooze.seconds, worker=worker)
-            attempt.on_scheduled(snooze.seconds)
+            attempt.on_scheduled(clamp_delay(snooze.seconds))
         except JobRunAborted:
             raise
         except PermanentError as exc:
             store.fail(job, error_entry(exc, job, worker), worker=worker)
+        except HandlerLeftTransaction as exc:
+            if exc.permanent:
+                store.fail(job, error_entry(exc, job, worker), worker=worker)
+            else:
+                _record_failure(store, attempt, error_entry(exc, job, worker), worker)
         except BaseException as exc:
             # Anything a handler raises fails the attempt, KeyboardInterrupt and a stray
             # CancelledError included: in a slot thread they are not the process's signals.
-            delay = record_failure(store, job, task, error_entry(exc, job, worker), worker)
-            if delay is not None:
-                attempt.on_scheduled(delay)
+            _record_failure(store, attempt, error_entry(exc, job, worker), worker)
         else:
-            if record_success is not None:
-                record_success(attempt, value)
-                return True
-            store.succeed(job, value, worker=worker)
+            if record_success is None:
+                store.succeed(job, value, worker=worker)  # fails it if it cannot be stored
+                return False
+            try:
+                record_success(attempt, value)  # encodes it as JSON
+            except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+                # The checks passed, and json.dumps still refused it: fail, never strand.
+                store.fail_unstorable(job, "the result", exc, worker=worker)
+                return False
+            return True
     except JobRunAborted as exc:
         logger.warning("outcome discarded: %s", exc)
     return False
 
 
-def _call(attempt: Attempt, store: Store) -> Any:
+class HandlerLeftTransaction(Exception):
+    """The handler returned, or raised, with a database connection still in a transaction
+    (an ``atomic()`` block it never left, or autocommit turned off)."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        # The handler raised PermanentError: the job fails now, as it asked.
+        self.permanent = permanent
+
+
+class MalformedArguments(PermanentError):
+    """The stored ``args`` is not a list, or ``kwargs`` not a dict (a row edited by hand)."""
+
+
+def _outcome(attempt: Attempt, store: Store) -> Any:
+    """Call the handler and return its value, checked; raise what ends the attempt."""
+    args, kwargs = _arguments(attempt.job)
+    before = snapshot()  # in a slot nothing is open; under run_jobs, maybe a test's atomic()
+    try:
+        value = _call(attempt, store, args, kwargs)
+    except BaseException as exc:
+        _restore_connections(exc, before)
+        raise
+    _restore_connections(None, before)
+    problem = result_problem(value)
+    if problem:
+        raise TypeError(
+            f"the handler returned a value that is not JSON every database can store ({problem})"
+        )
+    return value
+
+
+def _restore_connections(raised: BaseException | None, before: dict[str, State]) -> None:
+    # Before the outcome is written: it goes out on this thread's connection, which must not
+    # be inside the handler's transaction, and a success must not be recorded for writes
+    # that are rolled back here.
+    left = restore_connections(before)
+    if not left or isinstance(raised, JobRunAborted):
+        return
+    how = "returned" if raised is None else f"raised {type(raised).__name__}"
+    raise HandlerLeftTransaction(
+        f"the handler {how} with {' and '.join(left)}; its uncommitted work was rolled back "
+        "and the connection reset, and this attempt fails for it",
+        permanent=isinstance(raised, PermanentError),
+    ) from raised
+
+
+def _arguments(job: ClaimedJob) -> tuple[list[Any], dict[str, Any]]:
+    args, kwargs = job.args, job.kwargs
+    if isinstance(args, list) and isinstance(kwargs, dict):
+        return list(args), kwargs
+    wrong = [
+        f"{name} is {_kind(value)}, not a {expected}"
+        for name, value, expected in (("args", args, "list"), ("kwargs", kwargs, "dict"))
+        if not isinstance(value, list if expected == "list" else dict)
+    ]
+    raise MalformedArguments(
+        f"the stored arguments of job {job.id} are malformed ({'; '.join(wrong)}): was the row "
+        "edited by hand? The handler was not called"
+    )
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
+def result_problem(value: Any) -> str | None:
+    """Why a handler's return value cannot be stored as its job's result, or None.
+
+    The rules of enqueue (:func:`jobqueue.enqueue.json_problem`), the same on every
+    database. Encoding it comes later (once, where it is written), inside a try as well.
+    """
+    try:
+        problem = json_problem(value, path="")
+    except Exception as exc:  # a value whose walk itself raises (a broken dict subclass)
+        return f"checking it raised {type(exc).__name__}: {exception_text(exc)}"
+    if problem is None:
+        return None
+    where, what = problem
+    return f"at result{where}: {what}"
+
+
+def _call(attempt: Attempt, store: Store, args: list[Any], kwargs: dict[str, Any]) -> Any:
     job, task = attempt.job, attempt.task
-    args = list(job.args)
     if task.options.takes_context:
         args.insert(0, task.context(JobContext(job, store, attempt.cancelled)))
     if not task.is_async:
-        return task.func(*args, **job.kwargs)
+        return task.func(*args, **kwargs)
 
     async def bounded() -> Any:
         try:
-            return await asyncio.wait_for(task.func(*args, **job.kwargs), attempt.timeout or None)
+            return await asyncio.wait_for(task.func(*args, **kwargs), attempt.timeout or None)
         except TimeoutError:
             attempt.cancelled.set()
             raise AttemptTimeout(timeout_message(attempt)) from None
 
     return asyncio.run(bounded())
+
+
+def _record_failure(store: Store, attempt: Attempt, error: dict[str, Any], worker: str) -> None:
+    delay = record_failure(store, attempt.job, attempt.task, error, worker)
+    if delay is not None:
+        attempt.on_scheduled(delay)
 
 
 def record_failure(
@@ -143,8 +247,8 @@ def record_failure(
             conf.DEFAULTS["BACKOFF"],
         )
         delay = default_backoff_delay(job.attempt)
-    store.retry(job, error, delay, worker=worker)
-    return delay
+    store.retry(job, error, delay, worker=worker)  # clamps the delay, and says so
+    return clamp_delay(delay)
 
 
 def record_timeout(store: Store, attempt: Attempt, worker: str) -> None:
@@ -153,7 +257,11 @@ def record_timeout(store: Store, attempt: Attempt, worker: str) -> None:
     stack = "".join(traceback.format_stack(frame)) if frame else ""
     error = {
         **error_entry(AttemptTimeout(timeout_message(attempt)), attempt.job, worker),
-        "traceback": f"Handler stack when the timeout fired:\n{stack}" if stack else "",
+        "traceback": storable_text(
+            f"Handler stack when the timeout fired:\n{stack}", TRACEBACK_LIMIT
+        )
+        if stack
+        else "",
     }
     try:
         delay = record_failure(store, attempt.job, attempt.task, error, worker)
@@ -191,10 +299,16 @@ def error_entry(exc: BaseException, job: ClaimedJob, worker: str) -> dict[str, A
         if kind.__module__ == "builtins"
         else f"{kind.__module__}.{kind.__qualname__}"
     )
+    try:
+        formatted = "".join(traceback.format_exception(exc))
+    except Exception as error:  # a handler's exception can make even this raise
+        formatted = f"(the traceback could not be formatted: {type(error).__name__})"
+    # Capped, and with NUL bytes and lone surrogates escaped, so that every database stores
+    # it and a 5 MB message is not written (and logged) whole on every attempt.
     return {
-        "type": name,
-        "message": str(exc),
-        "traceback": "".join(traceback.format_exception(exc)),
+        "type": storable_text(str(name), MESSAGE_LIMIT),
+        "message": storable_text(exception_text(exc), MESSAGE_LIMIT),
+        "traceback": storable_text(formatted, TRACEBACK_LIMIT),
         "attempt": job.attempt,
         "at": timezone.now().isoformat(),
         "worker": worker,

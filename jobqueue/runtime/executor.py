@@ -18,6 +18,7 @@ from collections.abc import Callable
 from django.db import connections
 
 from jobqueue.runtime.attempt import Attempt
+from jobqueue.runtime.cleanup import restore_connections
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -32,14 +33,17 @@ class Executor:
         concurrency: int,
         run: Callable[[Attempt], bool],
         on_slot_free: Callable[[], None],
+        on_start: Callable[[Attempt], None] = lambda attempt: None,
         name: str = "jobqueue-slot",
     ) -> None:
         """``run(attempt)`` returns True when something else sees to the slot's next job
         (a success handed to the writer); otherwise a slot left with nothing to run calls
-        ``on_slot_free()``."""
+        ``on_slot_free()``. ``on_start(attempt)`` is called by the slot that took an attempt
+        out of the line, just before it runs it (the worker records a held job's start)."""
         self.concurrency = concurrency
         self._run = run
         self._on_slot_free = on_slot_free
+        self._on_start = on_start
         self._name = name
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
@@ -171,6 +175,9 @@ class Executor:
         """Run ``attempt``; return whether this thread stays for more."""
         seen_to = False
         try:
+            # Outside the lock: the worker hands the start to the writer, whose lock is
+            # never taken while this one is held.
+            self._on_start(attempt)
             seen_to = self._run(attempt)
         except Exception:
             logger.exception("job %s: unexpected error in the worker", attempt.job.id)
@@ -215,9 +222,10 @@ class Executor:
 def _reset_connection() -> None:
     # A handler may leave its connection broken or inside a transaction it forgot; the next
     # job on this slot must start clean without paying for a new connection every time.
+    # attempt.run() restores a transaction left open before it writes the outcome (and
+    # fails the attempt for it); this catches what an unexpected error made it skip.
+    for left in restore_connections():
+        logger.error("a handler left %s; it was rolled back and the connection reset", left)
     for conn in connections.all(initialized_only=True):
-        if conn.in_atomic_block:
-            logger.error("a handler left a transaction open on %r; rolling it back", conn.alias)
-            conn.close()
-        elif conn.errors_occurred and not conn.is_usable():
+        if conn.errors_occurred and not conn.is_usable():
             conn.close()

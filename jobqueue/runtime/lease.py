@@ -9,6 +9,7 @@ from collections.abc import Callable
 from django.db import connections
 
 from jobqueue.runtime.attempt import Attempt
+from jobqueue.runtime.outage import HEALTH, Backoff
 from jobqueue.store import Store
 
 logger = logging.getLogger("jobqueue.worker")
@@ -68,15 +69,27 @@ class Heartbeat:
                 )
 
     def _run(self) -> None:
+        backoff = Backoff()
+        wait = self.interval
         try:
-            while not self._stop.wait(self.interval):
+            while not self._stop.wait(wait):
                 try:
                     self.beat()
-                except Exception:
+                except Exception as exc:
                     # A database blip must not kill the heartbeat: the leases still have
-                    # two thirds of their time left, and the next beat tries again.
-                    logger.exception("heartbeat failed; retrying in %.3g s", self.interval)
+                    # two thirds of their time left. During an outage the next beat comes
+                    # sooner than the interval, so that the leases are renewed within
+                    # OUTAGE_CAP of the database's return.
                     connections[self._store.queries.using].close()
+                    if HEALTH.failed(exc, "renewing leases"):
+                        wait = min(self.interval, backoff.next())
+                    else:
+                        wait = self.interval
+                        logger.exception("heartbeat failed; retrying in %.3g s", wait)
+                    continue
+                HEALTH.ok()
+                backoff.reset()
+                wait = self.interval
         except BaseException as exc:  # pragma: no cover - reported by the worker loop
             self.error = exc
             raise

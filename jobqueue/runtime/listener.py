@@ -5,12 +5,18 @@ so a transaction-mode pooler in front of Django's connections does not matter: i
 is ``JOBQUEUE["LISTEN_URL"]``, else the ``DATABASE_DIRECT_URL`` environment variable, else
 the database's own settings. A lost notification costs at most one safety poll; a lost
 connection is logged, the worker polls meanwhile, and the listener reconnects with backoff.
+
+Through a transaction-mode pooler LISTEN succeeds and then hears nothing: the server session
+that ran it goes back to the pool. The listener checks at each connection whether a pooler
+is in between and, if it is one that would swallow notifications, says so and gives up, so
+that the worker polls instead of waiting on a silent connection.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import select
 import socket
 import threading
@@ -19,11 +25,20 @@ from typing import Any
 
 from django.db import connections
 
+from jobqueue.sql import load
+
 logger = logging.getLogger("jobqueue.worker")
 
 RECONNECT_FIRST = 0.1
 RECONNECT_CAP = 1.0  # a refused connection is cheap; a restarted database is found fast
 SAFETY_TIMEOUT = 5.0  # the thread's longest wait; stop() wakes it at once anyway
+PROBE_TIMEOUT = 1.0  # how long a probe notification may take through a session-mode pooler
+
+POOLER_WARNING = (
+    "the LISTEN connection goes through a connection pooler (PgBouncer in transaction "
+    "mode?): notifications will not arrive; set DATABASE_DIRECT_URL or "
+    "JOBQUEUE['LISTEN_URL'] to the database itself. Polling instead."
+)
 
 
 def connection_target(using: str, listen_url: str | None) -> tuple[str, dict[str, Any]]:
@@ -85,6 +100,11 @@ class Listener:
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self._url, autocommit=True, **self._params) as conn:
+                    if not self._can_hear(conn):
+                        # A setting to fix, not an outage: every reconnection would find the
+                        # same pooler. Never connected, so the worker keeps polling.
+                        logger.warning(POOLER_WARNING)
+                        return
                     conn.execute(f'LISTEN "{self._channel}"')
                     self.connected.set()
                     if failures:
@@ -116,3 +136,24 @@ class Listener:
                     break
                 delay = min(delay * 2, RECONNECT_CAP)
         self.connected.clear()
+
+    def _can_hear(self, conn: Any) -> bool:
+        """Whether notifications reach ``conn``: not through a transaction-mode pooler."""
+        import psycopg
+
+        statements = load("postgresql")
+        row = conn.execute(statements["listener_backend_pid"]).fetchone()
+        if row is not None and row[0] == conn.info.backend_pid:
+            return True  # the server itself: one session for the life of the connection
+        # A pooler (PgBouncer sends the client a cancel key of its own). In session mode the
+        # connection keeps one server session and LISTEN works; in transaction mode it does
+        # not. Ask: a probe sent from another connection, on a channel no one else uses.
+        probe = f"{self._channel}_probe_{secrets.token_hex(6)}"
+        conn.execute(f'LISTEN "{probe}"')
+        with psycopg.connect(self._url, autocommit=True, **self._params) as other:
+            other.execute(statements["listener_probe"], {"channel": probe})
+        heard = any(True for _ in conn.notifies(timeout=PROBE_TIMEOUT, stop_after=1))
+        conn.execute(f'UNLISTEN "{probe}"')
+        if heard:
+            logger.info("the LISTEN connection goes through a pooler in session mode: it hears")
+        return heard

@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from types import FrameType
+
+from django.db import connections
 
 from jobqueue.runtime.worker import Worker
 
@@ -17,6 +20,9 @@ EXIT_FORCED = 130
 # One stop can arrive twice at once: systemd signals the whole control group and the
 # supervisor forwards its own signal. Only a signal after this long counts as a second one.
 SAME_STOP = 1.0
+# A second signal exits at once, but first hands back (by policy) the jobs the worker holds,
+# in one statement: the exit waits for it this long at most.
+FORCED_RELEASE_TIMEOUT = 3.0
 
 
 def on_stop_signals(
@@ -41,21 +47,74 @@ def on_stop_signals(
 
 
 def install(worker: Worker, *, supervised: bool = False) -> None:
-    """First SIGTERM/SIGINT: a bounded, graceful stop. A second one: exit at once.
+    """First SIGTERM/SIGINT: a bounded, graceful stop. A second one: hand back every job
+    held, by policy, and exit at once.
 
     A worker started by the supervisor ignores SIGINT: Ctrl-C in a terminal reaches the
     whole process group, and the supervisor turns it into one SIGTERM per worker.
     """
+    forcing = threading.Event()
 
     def first(name: str) -> None:
         logger.info("worker %s: %s received, shutting down", worker.id, name)
         worker.stop()
 
     def second(name: str) -> None:
-        logger.warning("worker %s: second %s, exiting now", worker.id, name)
+        if forcing.is_set():  # a third signal while the hand-back runs: it is on its way
+            return
+        forcing.set()
+        logger.warning(
+            "worker %s: second %s, handing back its jobs and exiting now", worker.id, name
+        )
+        release_all(worker)
         os._exit(EXIT_FORCED)
 
     on_stop_signals(first, second, ignore_sigint=supervised)
+
+
+def release_all(worker: Worker, timeout: float = FORCED_RELEASE_TIMEOUT) -> None:
+    """Apply the crash policy now to every job ``worker`` holds, running or held unstarted,
+    in one statement; give up after ``timeout``.
+
+    Called from a signal handler, so the main thread may have been interrupted inside a
+    statement on its own connection, or holding a lock of the executor: the statement goes
+    out from a fresh thread, on a connection of its own, and it names the jobs by worker
+    (every job this process holds), not by a list the executor's lock guards.
+    """
+    reason = (
+        "The worker was stopped by a second signal before the job finished (no wait for "
+        "SHUTDOWN_TIMEOUT)."
+    )
+
+    def hand_back() -> None:
+        try:
+            released = worker.store.release_worker(worker.id, reason)
+            logger.warning(
+                "worker %s: %s job(s) handed back at the second signal: %s",
+                worker.id,
+                len(released),
+                ", ".join(f"{job_id} -> {status}" for job_id, _, status in released) or "none",
+            )
+            worker.store.deregister_worker(worker.id)
+        except Exception:
+            logger.exception(
+                "worker %s: could not hand back its jobs; they are recovered when their "
+                "leases expire",
+                worker.id,
+            )
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=hand_back, name="jobqueue-release", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        logger.error(
+            "worker %s: handing back its jobs took over %g s; exiting without it "
+            "(they are recovered when their leases expire)",
+            worker.id,
+            timeout,
+        )
 
 
 def stop_with_parent(worker: Worker, parent_pid: int) -> None:

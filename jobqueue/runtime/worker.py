@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
-from jobqueue import conf, signals, tasks
+from jobqueue import conf, overview, signals, tasks
 from jobqueue.enqueue import NOTIFY_CHANNEL
 from jobqueue.runtime import attempt as attempts
 from jobqueue.runtime import queues as queue_selection
@@ -23,6 +23,7 @@ from jobqueue.runtime.executor import Executor
 from jobqueue.runtime.lease import Heartbeat
 from jobqueue.runtime.limits import Limits
 from jobqueue.runtime.listener import Listener, connection_target
+from jobqueue.runtime.outage import HEALTH, Backoff
 from jobqueue.runtime.polling import SAFETY_POLL, PollBackoff
 from jobqueue.runtime.writer import Writer
 from jobqueue.store import ClaimedJob, ClaimScope, Store, success
@@ -35,6 +36,9 @@ PRUNE_INTERVAL = 3600.0
 # table claims work at once instead of deleting for minutes first.
 PRUNE_SLICE = 20  # statements of PRUNE_BATCH rows
 PRUNE_SLICE_PAUSE = 1.0
+# Pending jobs of tasks no live worker has registered are named in the log at start, then
+# at most this often, from the maintenance timer: never a statement on the claim path.
+UNREGISTERED_INTERVAL = 600.0
 
 # Jobs are claimed ahead of the slots only while they typically take less than this: then a
 # round trip of their own would be a large share of each.
@@ -109,6 +113,7 @@ class Worker:
             concurrency=self.concurrency,
             run=self._run_attempt,
             on_slot_free=self._wake.set,
+            on_start=self._on_start,
         )
         self.writer = Writer(store=self.store, sizes=self._claim_sizes, on_claimed=self._claimed)
         self.heartbeat = Heartbeat(
@@ -141,6 +146,14 @@ class Worker:
         # Monotonic times at which jobs this process put back (retry, snooze) fall due.
         self._due_times: list[float] = []
         self._due_lock = threading.Lock()
+        # Called once the worker has registered its row (past imports, task discovery,
+        # settings and a first statement): runjobs tells its supervisor, which restarts at
+        # once a worker that got this far, and with backoff one that did not.
+        self.on_ready: Callable[[], None] | None = None
+        # One outage is one line for the whole process, whichever thread meets it first.
+        self.health = HEALTH
+        self.health.begin(f"worker {self.id}")
+        self._claim_backoff = Backoff()
 
     # -- control ----------------------------------------------------------------------
 
@@ -163,7 +176,10 @@ class Worker:
         self._scope = ClaimScope(self.id, tuple(self._task_names), self.queues, self.excluded)
         self.limits.start()
         self._log_start()
-        self._register()
+        if not self._register_first():
+            return self.exit_code  # stopped while it waited for the database
+        if self.on_ready is not None:
+            self.on_ready()
         signals.jobs_committed.connect(self._on_jobs_committed, weak=False)
         self.heartbeat.start()
         self.executor.start()
@@ -186,6 +202,7 @@ class Worker:
         next_look = now  # look at once on start
         next_rescue = now + self.settings.heartbeat_interval
         next_prune = now  # prune (a slice) at start
+        next_unregistered = now  # and name the tasks no live worker has registered
         woken = False
         while not self._stop.is_set():
             self._expire_timeouts()
@@ -199,6 +216,9 @@ class Worker:
             if now >= next_prune:
                 more = self._prune()
                 next_prune = now + (PRUNE_SLICE_PAUSE if more else PRUNE_INTERVAL)
+            if now >= next_unregistered:
+                self._warn_unregistered()
+                next_unregistered = now + UNREGISTERED_INTERVAL
             if self._parent_pid is not None and os.getppid() != self._parent_pid:
                 logger.error("worker %s: its supervisor is gone; stopping", self.id)
                 self.stop()
@@ -223,7 +243,9 @@ class Worker:
                 if wait is None:
                     break
                 next_look = now + wait
-            woken = self._sleep(min(next_look, next_rescue, next_prune, self._next_timer()))
+            woken = self._sleep(
+                min(next_look, next_rescue, next_prune, next_unregistered, self._next_timer())
+            )
 
     def _look(self, poll: PollBackoff) -> float | None:
         """Claim for the free slots (the writer does); return how long until the next look."""
@@ -232,13 +254,18 @@ class Worker:
             return SAFETY_POLL
         try:
             asked, claimed = self._retrying_once(self.writer.claim)
-        except DatabaseError:
-            # The database is away (restart, failover): keep the process and its in-flight
-            # jobs, and look again after the idle wait.
+        except DatabaseError as exc:
+            connections[self.store.queries.using].close()
+            if self.health.failed(exc, "claiming"):
+                # The database is away (restart, failover): keep the process and its
+                # in-flight jobs, and look again soon, so that work resumes within
+                # OUTAGE_CAP of its return (a notification or LISTEN's return is sooner).
+                return self._claim_backoff.next()
             wait = poll.empty_look()
             logger.exception("worker %s: claim failed; retrying in %g s", self.id, wait)
-            connections[self.store.queries.using].close()
             return wait
+        self.health.ok()
+        self._claim_backoff.reset()
         if not self.writer.alive:
             return 0.0  # the loop's next turn sees why, and stops
         if not asked:
@@ -264,11 +291,14 @@ class Worker:
 
     def _retrying_once(self, query: Callable[[], T]) -> T:
         # After a database restart this thread's connection is dead but the database is
-        # back: one fresh connection, at once, rather than a wait of a whole poll.
+        # back: one fresh connection, at once, rather than a wait of a whole poll. During
+        # an outage already seen, the backoff decides instead.
         try:
             return query()
         except DatabaseError:
             connections[self.store.queries.using].close()
+            if self.health.down:
+                raise
             return query()
 
     def _next_due(self) -> float | None:
@@ -278,8 +308,11 @@ class Worker:
                     task_names=self._task_names, queues=self.queues, excluded=self.excluded
                 )
             )
-        except DatabaseError:
+        except DatabaseError as exc:
             connections[self.store.queries.using].close()
+            # Without it the loop waits its poll, no longer than without a due job.
+            if not self.health.failed(exc, "looking for the next due job"):
+                logger.exception("worker %s: could not find the next due job", self.id)
             return None
 
     def _next_timer(self) -> float:
@@ -358,6 +391,8 @@ class Worker:
 
     def _claimed(self, jobs: list[ClaimedJob], asked: int, recorded: int) -> None:
         """Take the jobs a statement of the writer claimed (on the writer's thread)."""
+        if jobs or asked or recorded:  # a statement went out, and through: no outage now
+            self.health.ok()
         with self._submitting:
             stopped = self._stop.is_set()
             if not stopped:
@@ -377,14 +412,24 @@ class Worker:
             # leaves if nothing is due), or, if it is winding down, sees whether it is done.
             self._wake.set()
 
+    def _on_start(self, attempt: Attempt) -> None:
+        # A slot took a job out of the line. One claimed for a free slot was recorded as
+        # started by its claim; a held one is recorded by the writer's next statement, from
+        # when on a death of this process counts a crash for it.
+        if attempt.job.held:
+            self.writer.started(attempt.job)
+
     def _run_attempt(self, attempt: Attempt) -> bool:
         """A slot runs ``attempt``; True if its success went to the writer."""
         return attempts.run(attempt, self.store, self.id, record_success=self._record_success)
 
     def _record_success(self, attempt: Attempt, value: object) -> None:
-        # The slot is freed first, so that the writer counts it free when it claims.
+        # Encoded first: if json.dumps raises, the slot, still busy, fails the job (an idle
+        # burst worker must not exit before that is written). Then the slot is freed, so
+        # that the writer counts it free when it claims.
+        done = success(attempt.job, value)
         self.executor.end(attempt)
-        self.writer.add(success(attempt.job, value))
+        self.writer.add(done)
 
     def _hand_back_held(self, claimed_before: float | None = None) -> None:
         """Hand back, unstarted, the jobs held in line since before ``claimed_before``
@@ -399,9 +444,10 @@ class Worker:
     def _unclaim(self, tokens: list[str], why: str) -> None:
         try:
             returned = self.store.unclaim(self.id, tokens)
-        except Exception:
+        except Exception as exc:
             # Still this worker's: their leases run out and recovery returns them.
-            logger.exception("worker %s: could not hand back %s job(s)", self.id, len(tokens))
+            if not self.health.failed(exc, "handing back held jobs"):
+                logger.exception("worker %s: could not hand back %s job(s)", self.id, len(tokens))
             connections[self.store.queries.using].close()
             return
         logger.info("worker %s: handed back %s job(s) %s", self.id, len(returned), why)
@@ -468,6 +514,28 @@ class Worker:
 
     # -- maintenance ------------------------------------------------------------------
 
+    def _register_first(self) -> bool:
+        """Register this worker's row, waiting out a database outage; False if stopped first.
+
+        A worker started while the database is away (a restart, a failover, a supervisor
+        replacing a child mid-outage) waits for it, logging the outage once, instead of
+        exiting: its supervisor would take an exit for a broken start-up and back off, up
+        to a minute, after the database is back. Any other error still ends the process.
+        """
+        backoff = Backoff()
+        while True:
+            try:
+                self._register()
+            except DatabaseError as exc:
+                connections[self.store.queries.using].close()
+                if not self.health.failed(exc, "registering at start-up"):
+                    raise
+                if self._stop.wait(backoff.next()):
+                    return False
+            else:
+                self.health.ok()
+                return True
+
     def _register(self) -> None:
         self.store.register_worker(
             worker=self.id,
@@ -476,14 +544,16 @@ class Worker:
             pool=self.pool.name,
             queues={"queues": self.queues, "excluded": self.excluded},
             concurrency=self.concurrency,
+            tasks=self._task_names,
         )
 
     def _rescue(self) -> None:
         try:
             recovered = self.store.rescue_expired()
             self.store.reap_workers()
-        except Exception:
-            logger.exception("worker %s: crash recovery failed; trying again later", self.id)
+        except Exception as exc:
+            if not self.health.failed(exc, "recovering expired leases"):
+                logger.exception("worker %s: crash recovery failed; trying again later", self.id)
             connections[self.store.queries.using].close()
             return
         if any(status == "pending" for _, _, status in recovered):
@@ -493,11 +563,27 @@ class Worker:
         """Prune one slice; True if more expired rows wait."""
         try:
             self.store.prune(max_batches=PRUNE_SLICE)
-        except Exception:
-            logger.exception("worker %s: retention pruning failed; trying again later", self.id)
+        except Exception as exc:
+            if not self.health.failed(exc, "pruning"):
+                logger.exception("worker %s: retention pruning failed; trying again later", self.id)
             connections[self.store.queries.using].close()
             return False
         return self.store.more_to_prune
+
+    def _warn_unregistered(self) -> None:
+        """Name the pending jobs no live worker will claim: their task is registered nowhere."""
+        try:
+            counts = overview.by_task(self.store.unregistered_pending())
+        except Exception as exc:
+            if not self.health.failed(exc, "looking for jobs of unregistered tasks"):
+                logger.exception(
+                    "worker %s: could not look for jobs of unregistered tasks; trying again later",
+                    self.id,
+                )
+            connections[self.store.queries.using].close()
+            return
+        if counts:
+            logger.warning("worker %s: %s", self.id, overview.unregistered_message(counts))
 
     # -- shutdown ---------------------------------------------------------------------
 
@@ -564,6 +650,9 @@ class Worker:
             self.settings.lease,
             self.settings.heartbeat_interval,
             self.shutdown_timeout,
+        )
+        logger.debug(
+            "worker %s: registered task(s): %s", self.id, ", ".join(self._task_names) or "none"
         )
         if not self._task_names:
             logger.warning(

@@ -11,6 +11,10 @@ both cases the job is recorded only once the statement commits, and a crash befo
 leaves it running, for recovery. A success is logged and signalled only once it is in the
 database, and a stopping worker waits for every success it handed over to be written.
 All claims of a busy worker go through here, so they never race each other for the slots.
+
+A job claimed ahead is held with no recorded start. When a slot takes it, its start is
+handed over too, and goes out with the next statement (which that wakes, if none is out):
+recovery counts a crash only for a job whose start is recorded.
 """
 
 from __future__ import annotations
@@ -21,7 +25,18 @@ from collections.abc import Callable
 
 from django.db import connections
 
-from jobqueue.store import ClaimedJob, ClaimScope, Store, Success
+from jobqueue.exceptions import JobRunAborted
+from jobqueue.runtime.outage import HEALTH
+from jobqueue.store import (
+    LAST_ERROR_LIMIT,
+    ClaimedJob,
+    ClaimScope,
+    Store,
+    Success,
+    exception_text,
+    refused_value,
+    storable_text,
+)
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -47,6 +62,9 @@ class Writer:
         self._scope: ClaimScope | None = None
         self._cond = threading.Condition()
         self._pending: list[Success] = []
+        # Held jobs a slot has taken out of the line: their starts go out with the next
+        # statement, so that recovery counts a crash for them (and only for them).
+        self._started: list[ClaimedJob] = []
         self._asked = 0  # writes started, counted so that claim() can wait for its own
         self._answered = 0
         self._answer: tuple[int, int, BaseException | None] = (0, 0, None)
@@ -67,6 +85,14 @@ class Writer:
             self._pending.append(done)
             self._cond.notify_all()
 
+    def started(self, job: ClaimedJob) -> None:
+        """Hand over the start of a held job, to be recorded with the next statement, which
+        goes out at once if none is out; returns at once. Until it is recorded, the job
+        counts as never started if this process dies."""
+        with self._cond:
+            self._started.append(job)
+            self._cond.notify_all()
+
     def claim(self) -> tuple[int, int]:
         """Claim for the free slots now, in a statement that starts after this call.
 
@@ -76,7 +102,12 @@ class Writer:
         look then costs no hand-off between threads, which is most of a job's start latency.
         """
         with self._cond:
-            inline = not self._writing and not self._pending and self._thread.is_alive()
+            inline = (
+                not self._writing
+                and not self._pending
+                and not self._started
+                and self._thread.is_alive()
+            )
             if inline:
                 self._writing = True  # the writer thread waits until this claim is done
         if inline:
@@ -143,27 +174,59 @@ class Writer:
     def _write_next(self) -> bool:
         with self._cond:
             while self._writing or (
-                not self._pending and self._wanted <= self._asked and not self._stopping
+                not self._pending
+                and not self._started
+                and self._wanted <= self._asked
+                and not self._stopping
             ):
                 self._cond.wait()
-            if self._stopping and not self._pending:
+            if self._stopping and not self._pending and not self._started:
                 self._answer_claims(0)
                 return False
             done, self._pending = self._pending, []
+            started, self._started = self._started, []
             self._asked = self._wanted if self._wanted > self._asked else self._asked
             ticket = self._asked
             self._writing = True
         limit, ahead = self._sizes()
         try:
-            claimed = self._record(done, limit, ahead)
+            claimed = self._record(done, limit, ahead, started)
         except Exception as exc:
-            logger.exception(
-                "could not record %s success(es); retrying in %g s", len(done), RETRY_PAUSE
-            )
+            if done and refused_value(exc):
+                # One success holds a value the database refuses (a safety net: a slot checks
+                # its result before handing it over). Retrying the batch would fail forever
+                # and claim nothing: record the successes apart, failing the refused one.
+                handled = len(done)
+                logger.warning(
+                    "the database refused the statement recording %s success(es) (%s: %s); "
+                    "recording them one by one",
+                    handled,
+                    type(exc).__name__,
+                    storable_text(exception_text(exc), LAST_ERROR_LIMIT),
+                )
+                try:
+                    claimed = self._record_apart(done, limit, ahead, started)
+                except Exception as again:
+                    exc = again  # the database went away meanwhile: what is left waits
+                else:
+                    self._on_claimed(claimed, limit, handled)
+                    with self._cond:
+                        self._writing = False
+                        self._answer_claims(ticket, limit + ahead, len(claimed))
+                    return True
+            # An outage is one line for the whole process (jobqueue.runtime.outage).
+            if not HEALTH.failed(exc, f"recording {len(done)} success(es)"):
+                logger.error(
+                    "could not record %s success(es); retrying in %g s",
+                    len(done),
+                    RETRY_PAUSE,
+                    exc_info=exc,
+                )
             connections[self._store.queries.using].close()
             with self._cond:
                 # Kept for the next statement: their fence still guards the write.
                 self._pending[:0] = done
+                self._started[:0] = started
                 self._writing = False
                 answered = ticket > self._answered
                 self._answer_claims(ticket, error=exc)
@@ -181,12 +244,44 @@ class Writer:
             self._answer_claims(ticket, limit + ahead, len(claimed))
         return True
 
-    def _record(self, done: list[Success], limit: int, ahead: int) -> list[ClaimedJob]:
+    def _record(
+        self, done: list[Success], limit: int, ahead: int, started: list[ClaimedJob] | None = None
+    ) -> list[ClaimedJob]:
         # One statement, unless there is nothing to record and nothing to claim.
         assert self._scope is not None, "start() sets the scope"
-        if not done and not limit + ahead:
+        if not done and not started and not limit + ahead:
             return []
-        return self._store.record(done, scope=self._scope, limit=limit, ahead=ahead)
+        return self._store.record(
+            done, scope=self._scope, limit=limit, ahead=ahead, started=started or ()
+        )
+
+    def _record_apart(
+        self, done: list[Success], limit: int, ahead: int, started: list[ClaimedJob]
+    ) -> list[ClaimedJob]:
+        """Record each success of ``done`` in a statement of its own, claiming nothing, and
+        fail through the store each one the database refuses; then record ``started`` and
+        claim, as the failed statement would have. Each success leaves ``done`` once it is
+        dealt with, so that after an outage on the way only the rest is kept for later.
+
+        The failed statement changed nothing (on PostgreSQL one statement, on SQLite one
+        transaction), so nothing is recorded or claimed twice.
+        """
+        assert self._scope is not None, "start() sets the scope"
+        while done:
+            one = done[0]
+            try:
+                self._store.record([one], scope=self._scope, limit=0)
+            except Exception as exc:
+                if not refused_value(exc):
+                    raise
+                try:
+                    self._store.fail_unstorable(
+                        one.job, "the result", exc, worker=self._scope.worker
+                    )
+                except JobRunAborted as lost:
+                    logger.warning("outcome discarded: %s", lost)
+            del done[0]
+        return self._record([], limit, ahead, started)
 
     def _answer_claims(
         self, ticket: int, asked: int = 0, claimed: int = 0, error: BaseException | None = None

@@ -47,18 +47,24 @@ ON CONFLICT DO NOTHING
 RETURNING id, idempotency_key, pg_notify(%(channel)s, %(queue)s);
 
 -- name: claim
--- Record the successes in %(done)s (fenced, like every worker write) and claim due jobs of
--- this worker's tasks and queues, in one statement: the writer thread sends the successes
--- that came in while its last statement was out, and gets the next jobs back with them.
--- Any part may be empty. %(limit)s jobs are for slots free now; up to %(ahead)s more are
--- claimed ahead, to be held until a slot frees (see picked). SKIP LOCKED lets concurrent
--- workers pass over each other's rows instead of queueing behind them; the ORDER BY matches
--- the partial index jobqueue_job_claim. One row comes back per claimed job (one with a NULL
--- id if none was), each carrying the ids of the successes the fence matched.
+-- Record the successes in %(done)s (fenced, like every worker write) and the starts of held
+-- jobs in %(started)s, and claim due jobs of this worker's tasks and queues, in one
+-- statement: the writer thread sends what came in while its last statement was out, and
+-- gets the next jobs back with it. Any part may be empty. %(limit)s jobs are for slots free
+-- now; up to %(ahead)s more are claimed ahead, to be held until a slot frees (see picked).
+-- SKIP LOCKED lets concurrent workers pass over each other's rows instead of queueing
+-- behind them; the ORDER BY matches the partial index jobqueue_job_claim. One row comes back
+-- per claimed job (one with a NULL id if none was), each carrying the ids of the successes
+-- the fence matched.
+-- A job claimed for a free slot starts at once: started_at = now(). A held one keeps
+-- started_at NULL until a slot takes it and the writer's next statement records the start
+-- (started below), so that recovery can tell a held job from one whose handler ran.
+-- PostgreSQL lets no row be updated by two parts of one statement: a job that started and
+-- succeeded since the last statement comes in done only, which records its start too.
 WITH done AS (
     UPDATE jobqueue_job AS job
     SET status = 'succeeded', result = done.result, lease_until = NULL,
-        finished_at = now(), updated_at = now()
+        started_at = coalesce(job.started_at, now()), finished_at = now(), updated_at = now()
     FROM jsonb_to_recordset(%(done)s::jsonb) AS done(id bigint, token text, result jsonb)
     -- The ids again, as an array: the rows are then found by primary key, never by a scan
     -- of every running row, whatever the statistics say about how many there are.
@@ -66,6 +72,15 @@ WITH done AS (
       AND job.id = done.id AND job.token = done.token AND job.status = 'running'
       AND job.lease_until > now() + make_interval(secs => %(buffer)s)
     RETURNING job.id
+),
+-- Fenced by token and status, not by the lease: the attempt still owns the job, and a start
+-- recorded late only makes recovery count a crash, which a started handler deserves.
+started AS (
+    UPDATE jobqueue_job AS job
+    SET started_at = now()
+    FROM jsonb_to_recordset(%(started)s::jsonb) AS started(id bigint, token text)
+    WHERE job.id = ANY(%(started_ids)s::bigint[])
+      AND job.id = started.id AND job.token = started.token AND job.status = 'running'
 ),
 due AS (
     SELECT id, priority, run_at, on_crash, crashes
@@ -79,8 +94,10 @@ due AS (
     LIMIT %(limit)s + %(ahead)s
     FOR UPDATE SKIP LOCKED
 ),
--- A job held unstarted is recovered like a running one if this worker dies, so only a job
--- that recovery would return to pending may be held: on_crash "retry", with crashes left.
+-- A job held unstarted goes back to pending without a crash if this worker dies. But its
+-- handler may start, and kill the worker, before the writer records the start: then it too
+-- goes back uncounted. So only a job that a counted crash would return to pending may be
+-- held (on_crash "retry", with crashes left): a "park" job must never run twice.
 -- Jobs are held in claim order up to the first that may not be; it and those after it are
 -- left pending (their locks go with the statement) for the next claim to take first.
 numbered AS (
@@ -89,7 +106,7 @@ numbered AS (
     FROM due
 ),
 picked AS (
-    SELECT id
+    SELECT id, n
     FROM numbered
     WHERE n <= %(limit)s
        OR n < (
@@ -107,12 +124,14 @@ claimed AS (
         lease_until = now() + make_interval(secs => %(lease)s),
         worker = %(worker)s,
         attempts = job.attempts + 1,
-        started_at = now(),
+        -- NULL, not left as it was: a retried job still has its previous attempt's start.
+        started_at = CASE WHEN picked.n <= %(limit)s THEN now() END,
         updated_at = now()
     FROM picked
     WHERE job.id = picked.id
     RETURNING job.id, job.task_name, job.queue, job.priority, job.args, job.kwargs,
-              job.attempts, job.max_attempts, job.crashes, job.token, job.steps
+              job.attempts, job.max_attempts, job.crashes, job.token, job.steps,
+              job.started_at IS NULL AS held
 )
 SELECT (SELECT array_agg(id) FROM done), claimed.*
 FROM (SELECT) AS one LEFT JOIN claimed ON true;
@@ -143,8 +162,11 @@ SELECT count(*) FROM (
 
 -- name: retry
 -- Fenced: a failed attempt with attempts left goes back to pending after its backoff.
+-- (started_at: a held job's start may not have been recorded yet; retry, fail and snooze
+-- record it, so that the row says when the latest attempt started.)
 UPDATE jobqueue_job
-SET status = 'pending', run_at = now() + make_interval(secs => %(delay)s),
+SET started_at = coalesce(started_at, now()),
+    status = 'pending', run_at = now() + make_interval(secs => %(delay)s),
     last_error = %(last_error)s, errors = errors || jsonb_build_array(%(error)s::jsonb),
     lease_until = NULL, token = NULL, worker = NULL, updated_at = now()
 WHERE id = %(id)s AND token = %(token)s AND status = 'running'
@@ -153,7 +175,8 @@ WHERE id = %(id)s AND token = %(token)s AND status = 'running'
 -- name: fail
 -- Fenced: out of attempts, or a PermanentError. The row stays, with its errors.
 UPDATE jobqueue_job
-SET status = 'failed', last_error = %(last_error)s,
+SET started_at = coalesce(started_at, now()),
+    status = 'failed', last_error = %(last_error)s,
     errors = errors || jsonb_build_array(%(error)s::jsonb),
     lease_until = NULL, finished_at = now(), updated_at = now()
 WHERE id = %(id)s AND token = %(token)s AND status = 'running'
@@ -162,7 +185,8 @@ WHERE id = %(id)s AND token = %(token)s AND status = 'running'
 -- name: snooze
 -- Fenced: back to pending later without counting the attempt.
 UPDATE jobqueue_job
-SET status = 'pending', run_at = now() + make_interval(secs => %(delay)s),
+SET started_at = coalesce(started_at, now()),
+    status = 'pending', run_at = now() + make_interval(secs => %(delay)s),
     attempts = attempts - 1, lease_until = NULL, token = NULL, worker = NULL,
     updated_at = now()
 WHERE id = %(id)s AND token = %(token)s AND status = 'running'
@@ -187,10 +211,12 @@ WHERE id IN (
 
 -- name: register_worker
 -- Insert or refresh this worker's row; a worker whose row was reaped while it was paused
--- comes back (its jobs, if rescued meanwhile, stay fenced off by their new tokens).
-INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, concurrency, started_at, last_heartbeat)
-VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, %(queues)s::jsonb, %(concurrency)s, now(), now())
-ON CONFLICT (id) DO UPDATE SET last_heartbeat = now();
+-- comes back (its jobs, if rescued meanwhile, stay fenced off by their new tokens). The task
+-- names it registered are written on every beat too, so a row re-inserted after a reap, or
+-- one an older version wrote, soon says what this process claims.
+INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, tasks, concurrency, started_at, last_heartbeat)
+VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, %(queues)s::jsonb, %(tasks)s::jsonb, %(concurrency)s, now(), now())
+ON CONFLICT (id) DO UPDATE SET last_heartbeat = now(), tasks = EXCLUDED.tasks;
 
 -- name: deregister_worker
 DELETE FROM jobqueue_worker WHERE id = %(worker)s;
@@ -221,25 +247,35 @@ RETURNING id;
 -- expired (%(expired)s), or the listed tokens of one worker that is shutting down. The
 -- WHERE is re-checked on the locked row, so two workers recovering at once cannot both
 -- apply it; SKIP LOCKED keeps them from waiting on each other.
--- on_crash "retry" returns the job to pending without spending an attempt and counts a
--- crash; "park", or the MAX_CRASHES-th crash, parks it as abandoned for an operator.
+-- A job whose handler started (started_at set) gets the crash policy: on_crash "retry"
+-- returns it to pending without spending an attempt and counts a crash; "park", or the
+-- MAX_CRASHES-th crash, parks it as abandoned for an operator. A job claimed ahead and never
+-- started (started_at NULL: held in the worker's line) goes back to pending as unclaim
+-- hands it back: no attempt spent, no crash counted, no error entry, last_error and run_at
+-- as they were. RETURNING's last column says which it was.
 UPDATE jobqueue_job AS job
 SET status = CASE WHEN lost.parks THEN 'abandoned' ELSE 'pending' END,
-    crashes = job.crashes + 1,
+    crashes = job.crashes + CASE WHEN lost.started THEN 1 ELSE 0 END,
     attempts = greatest(job.attempts - 1, 0),
-    run_at = now(),
+    run_at = CASE WHEN lost.started THEN now() ELSE job.run_at END,
     finished_at = CASE WHEN lost.parks THEN now() END,
     lease_until = NULL,
     token = NULL,
     worker = CASE WHEN lost.parks THEN job.worker END,
-    last_error = lost.message,
-    errors = job.errors || jsonb_build_array(jsonb_build_object(
-        'type', 'WorkerLost', 'message', lost.message, 'traceback', '',
-        'attempt', job.attempts, 'at', now(), 'worker', job.worker)),
+    last_error = CASE WHEN lost.started THEN lost.message ELSE job.last_error END,
+    errors = CASE WHEN lost.started
+                  THEN job.errors || jsonb_build_array(jsonb_build_object(
+                      'type', 'WorkerLost', 'message', lost.message, 'traceback', '',
+                      'attempt', job.attempts, 'at', now(), 'worker', job.worker))
+                  ELSE job.errors
+             END,
     updated_at = now()
 FROM (
     SELECT candidate.id,
-           candidate.on_crash = 'park' OR candidate.crashes + 1 >= %(max_crashes)s AS parks,
+           candidate.started_at IS NOT NULL AS started,
+           candidate.started_at IS NOT NULL
+           AND (candidate.on_crash = 'park' OR candidate.crashes + 1 >= %(max_crashes)s)
+           AS parks,
            %(reason)s || ' Worker ' || coalesce(candidate.worker, '?')
            || coalesce(' (host ' || w.hostname || ', pid ' || w.pid || ', last heartbeat '
                        || to_char(w.last_heartbeat AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')
@@ -264,12 +300,31 @@ FROM (
     FOR UPDATE OF candidate SKIP LOCKED
 ) AS lost
 WHERE job.id = lost.id AND job.status = 'running'
-RETURNING job.id, job.task_name, job.status, job.last_error;
+RETURNING job.id, job.task_name, job.status, job.last_error, lost.started;
 
 -- name: reap_workers
 -- Forget workers that have not renewed for a whole lease; their jobs are recovered above.
 DELETE FROM jobqueue_worker
 WHERE last_heartbeat < now() - make_interval(secs => %(lease)s);
+
+-- name: unregistered_pending
+-- Pending jobs, per queue and task, of the tasks no live worker (a row renewed within a
+-- lease) has registered: no worker will ever claim them as things are. The live workers'
+-- names are few, so they are gathered first and the pending rows anti-joined to them by
+-- hash; a row whose tasks are not an array (tampered with) registers nothing. Run from a
+-- worker's maintenance timer and by `jobs queues`, never on the claim path.
+WITH live AS (
+    SELECT DISTINCT jsonb_array_elements_text(tasks) AS task_name
+    FROM jobqueue_worker
+    WHERE last_heartbeat > now() - make_interval(secs => %(lease)s)
+      AND jsonb_typeof(tasks) = 'array'
+)
+SELECT job.queue, job.task_name, count(*)
+FROM jobqueue_job job
+WHERE job.status = 'pending'
+  AND NOT EXISTS (SELECT 1 FROM live WHERE live.task_name = job.task_name)
+GROUP BY job.queue, job.task_name
+ORDER BY count(*) DESC, job.task_name, job.queue;
 
 
 -- Operator side: Retry and Discard from the admin, `manage.py jobs` and scripts. {selection}
@@ -316,7 +371,10 @@ WHERE job.id = candidate.id
         AND holder.status IN ('pending', 'running')
         AND holder.id <> job.id
   )
-RETURNING job.id;
+-- Each retried job's queue is notified as enqueue does: PostgreSQL folds the identical
+-- notifications of a transaction into one and delivers it at commit only, so a dry run
+-- (rolled back) or a caller's rollback wakes nobody.
+RETURNING job.id, job.queue, pg_notify(%(channel)s, job.queue);
 
 -- name: operator_retry_skipped
 -- Why each selected job operator_retry did not retry was left alone, counted by reason. Read
@@ -366,3 +424,14 @@ FROM jobqueue_job AS job
 WHERE job.id IN (SELECT id FROM selected)
   AND job.id NOT IN (SELECT unnest(%(done)s::bigint[]))
 GROUP BY 1;
+
+-- name: listener_backend_pid
+-- The server process behind the listener's connection. On a direct connection it is the pid
+-- the server announced at login (psycopg's info.backend_pid); a pooler such as PgBouncer
+-- announces its own key instead, so a mismatch means a pooler is in between.
+SELECT pg_backend_pid();
+
+-- name: listener_probe
+-- Sent from a second connection to the channel the listener alone listens on: whether it
+-- arrives tells a session-mode pooler (LISTEN works) from a transaction-mode one (it does not).
+SELECT pg_notify(%(channel)s, '');

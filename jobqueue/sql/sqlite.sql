@@ -37,19 +37,25 @@ RETURNING id, idempotency_key;
 
 -- name: claim
 -- Claim due jobs of this worker's tasks and queues in one statement: %(limit)s for the slots
--- free now, and up to %(ahead)s more to hold until a slot frees, held only while recovery
--- would return them to pending (see the PostgreSQL statement). A write statement in
+-- free now, and up to %(ahead)s more to hold until a slot frees, held only while a counted
+-- crash would return them to pending (see the PostgreSQL statement). A write statement in
 -- autocommit takes SQLite's write lock before it reads, waiting up to the connection's
 -- timeout, so two workers never claim from the same snapshot.
+-- A job for a free slot starts at once (started_at = now); a held one keeps started_at NULL
+-- until the writer records its start (record_started), so that recovery can tell it from
+-- one whose handler ran. RETURNING may name only the updated table here, so the last column
+-- reads which it was back from started_at. (typeof, not IS NULL: SQLite 3.40 answers
+-- "x IS NULL" with false for every row in the RETURNING of an UPDATE ... FROM.)
 UPDATE jobqueue_job
 SET status = 'running',
     token = lower(hex(randomblob(16))),
     lease_until = %(lease_until)s,
     worker = %(worker)s,
     attempts = attempts + 1,
-    started_at = %(now)s,
+    -- NULL, not left as it was: a retried job still has its previous attempt's start.
+    started_at = CASE WHEN picked.n <= %(limit)s THEN %(now)s END,
     updated_at = %(now)s
-WHERE id IN (
+FROM (
     WITH due AS (
         SELECT id, priority, run_at, on_crash, crashes
         FROM jobqueue_job
@@ -66,7 +72,7 @@ WHERE id IN (
                on_crash = 'retry' AND crashes + 1 < %(max_crashes)s AS holdable
         FROM due
     )
-    SELECT id
+    SELECT id, n
     FROM numbered
     WHERE n <= %(limit)s
        OR n < (
@@ -76,9 +82,23 @@ WHERE id IN (
            FROM numbered
            WHERE n > %(limit)s AND NOT holdable
        )
-)
+) AS picked
+WHERE jobqueue_job.id = picked.id
 RETURNING id, task_name, queue, priority, args, kwargs, attempts, max_attempts, crashes,
-          token, steps;
+          token, steps, typeof(started_at) = 'null' AS held;
+
+-- name: record_started
+-- The starts of held jobs a slot has taken since the writer's last statement, recorded in
+-- the same transaction as its successes and its claim. Fenced by token and status, not by
+-- the lease: the attempt still owns the job, and a start recorded late only makes recovery
+-- count a crash, which a started handler deserves.
+UPDATE jobqueue_job
+SET started_at = %(now)s
+FROM (
+    SELECT value ->> 'id' AS id, value ->> 'token' AS token FROM json_each(%(started)s)
+) AS started
+WHERE jobqueue_job.id = started.id AND jobqueue_job.token = started.token
+  AND jobqueue_job.status = 'running';
 
 -- name: next_due
 -- Seconds until the earliest pending job of this worker's tasks and queues is due (0 or less
@@ -110,7 +130,7 @@ SELECT count(*) FROM (
 -- statement; here, with no writing CTEs, the store runs it and the claim in one transaction.
 UPDATE jobqueue_job
 SET status = 'succeeded', result = done.result, lease_until = NULL,
-    finished_at = %(now)s, updated_at = %(now)s
+    started_at = coalesce(started_at, %(now)s), finished_at = %(now)s, updated_at = %(now)s
 FROM (
     SELECT value ->> 'id' AS id, value ->> 'token' AS token, value -> 'result' AS result
     FROM json_each(%(done)s)
@@ -121,8 +141,11 @@ RETURNING jobqueue_job.id;
 
 -- name: retry
 -- Fenced: a failed attempt with attempts left goes back to pending after its backoff.
+-- (started_at: a held job's start may not have been recorded yet; retry, fail and snooze
+-- record it, so that the row says when the latest attempt started.)
 UPDATE jobqueue_job
-SET status = 'pending', run_at = %(run_at)s, last_error = %(last_error)s,
+SET started_at = coalesce(started_at, %(now)s),
+    status = 'pending', run_at = %(run_at)s, last_error = %(last_error)s,
     errors = json_insert(errors, '$[#]', json(%(error)s)),
     lease_until = NULL, token = NULL, worker = NULL, updated_at = %(now)s
 WHERE id = %(id)s AND token = %(token)s AND status = 'running' AND lease_until > %(fence)s;
@@ -130,7 +153,8 @@ WHERE id = %(id)s AND token = %(token)s AND status = 'running' AND lease_until >
 -- name: fail
 -- Fenced: out of attempts, or a PermanentError. The row stays, with its errors.
 UPDATE jobqueue_job
-SET status = 'failed', last_error = %(last_error)s,
+SET started_at = coalesce(started_at, %(now)s),
+    status = 'failed', last_error = %(last_error)s,
     errors = json_insert(errors, '$[#]', json(%(error)s)),
     lease_until = NULL, finished_at = %(now)s, updated_at = %(now)s
 WHERE id = %(id)s AND token = %(token)s AND status = 'running' AND lease_until > %(fence)s;
@@ -138,7 +162,8 @@ WHERE id = %(id)s AND token = %(token)s AND status = 'running' AND lease_until >
 -- name: snooze
 -- Fenced: back to pending later without counting the attempt.
 UPDATE jobqueue_job
-SET status = 'pending', run_at = %(run_at)s, attempts = attempts - 1,
+SET started_at = coalesce(started_at, %(now)s),
+    status = 'pending', run_at = %(run_at)s, attempts = attempts - 1,
     lease_until = NULL, token = NULL, worker = NULL, updated_at = %(now)s
 WHERE id = %(id)s AND token = %(token)s AND status = 'running' AND lease_until > %(fence)s;
 
@@ -159,10 +184,12 @@ WHERE id IN (
 
 -- name: register_worker
 -- Insert or refresh this worker's row; a worker whose row was reaped while it was paused
--- comes back (its jobs, if rescued meanwhile, stay fenced off by their new tokens).
-INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, concurrency, started_at, last_heartbeat)
-VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, json(%(queues)s), %(concurrency)s, %(now)s, %(now)s)
-ON CONFLICT (id) DO UPDATE SET last_heartbeat = excluded.last_heartbeat;
+-- comes back (its jobs, if rescued meanwhile, stay fenced off by their new tokens). The task
+-- names it registered are written on every beat too, so a row re-inserted after a reap, or
+-- one an older version wrote, soon says what this process claims.
+INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, tasks, concurrency, started_at, last_heartbeat)
+VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, json(%(queues)s), json(%(tasks)s), %(concurrency)s, %(now)s, %(now)s)
+ON CONFLICT (id) DO UPDATE SET last_heartbeat = excluded.last_heartbeat, tasks = excluded.tasks;
 
 -- name: deregister_worker
 DELETE FROM jobqueue_worker WHERE id = %(worker)s;
@@ -192,25 +219,38 @@ RETURNING id;
 -- Apply the crash policy to running jobs whose worker is gone: either every job whose lease
 -- expired (%(expired)s), or the listed tokens of one worker that is shutting down. SQLite
 -- runs one writer at a time, so the status guard alone keeps two recoveries apart.
--- on_crash "retry" returns the job to pending without spending an attempt and counts a
--- crash; "park", or the MAX_CRASHES-th crash, parks it as abandoned for an operator.
+-- A job whose handler started (started_at set) gets the crash policy: on_crash "retry"
+-- returns it to pending without spending an attempt and counts a crash; "park", or the
+-- MAX_CRASHES-th crash, parks it as abandoned for an operator. A job claimed ahead and never
+-- started (started_at NULL: held in the worker's line) goes back to pending as unclaim
+-- hands it back: no attempt spent, no crash counted, no error entry, last_error and run_at
+-- as they were. RETURNING may name only the updated table, so its last column reads which
+-- it was back from started_at, which this statement leaves as it is (with typeof: see the
+-- claim).
 UPDATE jobqueue_job
 SET status = CASE WHEN lost.parks THEN 'abandoned' ELSE 'pending' END,
-    crashes = jobqueue_job.crashes + 1,
+    crashes = jobqueue_job.crashes + lost.started,
     attempts = max(jobqueue_job.attempts - 1, 0),
-    run_at = %(now)s,
+    run_at = CASE WHEN lost.started THEN %(now)s ELSE jobqueue_job.run_at END,
     finished_at = CASE WHEN lost.parks THEN %(now)s END,
     lease_until = NULL,
     token = NULL,
     worker = CASE WHEN lost.parks THEN jobqueue_job.worker END,
-    last_error = lost.message,
-    errors = json_insert(jobqueue_job.errors, '$[#]', json_object(
-        'type', 'WorkerLost', 'message', lost.message, 'traceback', '',
-        'attempt', jobqueue_job.attempts, 'at', %(now_iso)s, 'worker', jobqueue_job.worker)),
+    last_error = CASE WHEN lost.started THEN lost.message ELSE jobqueue_job.last_error END,
+    errors = CASE WHEN lost.started
+                  THEN json_insert(jobqueue_job.errors, '$[#]', json_object(
+                      'type', 'WorkerLost', 'message', lost.message, 'traceback', '',
+                      'attempt', jobqueue_job.attempts, 'at', %(now_iso)s,
+                      'worker', jobqueue_job.worker))
+                  ELSE jobqueue_job.errors
+             END,
     updated_at = %(now)s
 FROM (
     SELECT candidate.id,
-           candidate.on_crash = 'park' OR candidate.crashes + 1 >= %(max_crashes)s AS parks,
+           candidate.started_at IS NOT NULL AS started,
+           candidate.started_at IS NOT NULL
+           AND (candidate.on_crash = 'park' OR candidate.crashes + 1 >= %(max_crashes)s)
+           AS parks,
            %(reason)s || ' Worker ' || coalesce(candidate.worker, '?')
            || coalesce(' (host ' || w.hostname || ', pid ' || w.pid || ', last heartbeat '
                        || substr(w.last_heartbeat, 1, 19) || ' UTC)', ' (no longer registered)')
@@ -232,11 +272,30 @@ FROM (
                     OR candidate.token IN (SELECT value FROM json_each(%(tokens)s)))))
 ) AS lost
 WHERE jobqueue_job.id = lost.id AND jobqueue_job.status = 'running'
-RETURNING id, task_name, status, last_error;
+RETURNING id, task_name, status, last_error, typeof(started_at) <> 'null';
 
 -- name: reap_workers
 -- Forget workers that have not renewed for a whole lease; their jobs are recovered above.
 DELETE FROM jobqueue_worker WHERE last_heartbeat < %(cutoff)s;
+
+-- name: unregistered_pending
+-- Pending jobs, per queue and task, of the tasks no live worker (a row renewed since
+-- %(cutoff)s, a lease ago) has registered: no worker will ever claim them as things are.
+-- The live workers' names are few, so they are gathered first; a row whose tasks are not
+-- an array (tampered with) registers nothing. Run from a worker's maintenance timer and by
+-- `jobs queues`, never on the claim path.
+WITH live AS (
+    SELECT DISTINCT name.value AS task_name
+    FROM jobqueue_worker worker, json_each(worker.tasks) name
+    WHERE worker.last_heartbeat > %(cutoff)s
+      AND json_type(worker.tasks) = 'array'
+)
+SELECT job.queue, job.task_name, count(*)
+FROM jobqueue_job job
+WHERE job.status = 'pending'
+  AND NOT EXISTS (SELECT 1 FROM live WHERE live.task_name = job.task_name)
+GROUP BY job.queue, job.task_name
+ORDER BY count(*) DESC, job.task_name, job.queue;
 
 
 -- Operator side: Retry and Discard from the admin, `manage.py jobs` and scripts. {selection}
@@ -280,7 +339,8 @@ WHERE jobqueue_job.id = candidate.id
         AND holder.status IN ('pending', 'running')
         AND holder.id <> jobqueue_job.id
   )
-RETURNING id;
+-- The queues, for the store to wake this process's workers at commit (there is no NOTIFY).
+RETURNING id, queue;
 
 -- name: operator_retry_skipped
 -- Why each selected job operator_retry did not retry was left alone, counted by reason. Read

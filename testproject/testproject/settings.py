@@ -71,6 +71,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env.boo
         {"server_side_binding": True, "prepare_threshold": 5}
     )
 
+if env.str("DATABASE_POOLER", default="") == "pgbouncer":
+    # DATABASE_URL is a transaction-mode PgBouncer. Outside atomic(), Django's server-side
+    # cursors (QuerySet.iterator()) are declared WITH HOLD and read across transactions, so
+    # later fetches may reach another server session, where the cursor does not exist.
+    # LISTEN goes to the database itself: DATABASE_DIRECT_URL (docs/deployment.md).
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+
 USE_TZ = True
 TIME_ZONE = "UTC"
 STATIC_URL = "static/"

@@ -9,7 +9,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from jobqueue.enqueue import NOTIFY_CHANNEL
 from jobqueue.models import Job
+from tests.conftest import listen_for_jobs, notifications
 from tests.factories import FinishedJobFactory, JobFactory
 from tests.testapp import tasks
 
@@ -63,6 +65,19 @@ def test_retry_refused_while_a_newer_unfinished_job_holds_the_key(operator):
         "Retried 0 jobs, skipped 1 job because a newer unfinished job holds its idempotency key."
     ]
     assert statuses([old, newer]) == ["failed", "pending"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_retry_action_wakes_the_workers_of_the_jobs_queue(postgresql_only, operator):
+    job = JobFactory(status="failed", attempts=3, queue="emails")
+    listener = listen_for_jobs()
+    try:
+        _, messages = act(operator, "retry", [job])
+        assert "Retried 1 job." in messages
+        # Sent by the retry statement, delivered by PostgreSQL at its commit.
+        assert notifications(listener) == [(NOTIFY_CHANNEL, "emails")]
+    finally:
+        listener.close()
 
 
 def test_race_a_lease_renewed_after_the_page_was_loaded_wins(operator):

@@ -4,6 +4,7 @@ import datetime as dt
 from urllib.parse import quote
 
 import pytest
+from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.db import connection
 from django.utils import timezone
@@ -75,6 +76,28 @@ def test_search_by_id_task_and_idempotency_key(operator, term):
     JobFactory.create_batch(3)
     q = {"id": str(job.pk), "task": "rebuild_feed", "key": "feed:42"}[term]
     assert ids(operator.get(URL, {"q": q})) == [job.pk]
+
+
+@pytest.mark.parametrize("q", ["²", "#²", "١٢", "99999999999999999999", "9" * 5000])
+def test_a_search_for_odd_text_is_an_empty_list_not_an_error(operator, q):
+    JobFactory(task_name="shop.tasks.rebuild_feed")
+    response = operator.get(URL, {"q": q})
+    assert response.status_code == 200
+    assert ids(response) == []
+
+
+def test_a_search_with_a_nul_byte_is_not_an_error(operator):
+    # Django's search form refuses the term (its CharField prohibits NUL), so the list is
+    # shown unfiltered; the admin's own search refuses it too, for PostgreSQL's sake.
+    assert operator.get(URL, {"q": "feed\x00"}).status_code == 200
+    found, _ = JobAdmin(Job, admin.site).get_search_results(None, Job.objects.all(), "a\x00")
+    assert found.count() == 0
+
+
+def test_a_search_for_a_superscript_still_finds_a_task_name_holding_it(operator):
+    job = JobFactory(task_name="shop.tasks.square²")
+    JobFactory.create_batch(2)
+    assert ids(operator.get(URL, {"q": "²"})) == [job.pk]
 
 
 def test_quick_links_for_failed_and_abandoned(operator):

@@ -1,5 +1,8 @@
 """``manage.py jobs retry|discard``: the same store calls and report as the admin."""
 
+import os
+import subprocess
+import sys
 from io import StringIO
 
 import pytest
@@ -7,6 +10,7 @@ from django.core.management import CommandError, call_command
 
 from jobqueue.management import operator_commands
 from jobqueue.models import Job
+from tests.conftest import REPO
 from tests.factories import FinishedJobFactory, JobFactory
 
 pytestmark = pytest.mark.django_db
@@ -20,11 +24,51 @@ def run(*args):
 
 def test_retry_by_id_reports_skips():
     failed, done = JobFactory(status="failed"), FinishedJobFactory()
-    out, _ = run("retry", str(failed.pk), str(done.pk), "424242")
-    assert out == (
-        "Retried 1 job, skipped 2 jobs: 1 because it no longer exists, 1 because it succeeded."
-    )
+    out, _ = run("retry", str(failed.pk), str(done.pk))
+    assert out == "Retried 1 job, skipped 1 job because it succeeded."
     assert Job.objects.get(pk=failed.pk).status == "pending"
+
+
+@pytest.mark.parametrize("action", ["retry", "discard"])
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]])
+def test_ids_that_do_not_exist_fail_the_command_after_doing_the_rest(action, dry_run):
+    failed = JobFactory(status="failed")
+    out, err = StringIO(), StringIO()
+    with pytest.raises(
+        CommandError, match=r"^2 of the 3 job id\(s\) given do not exist: 424242, 424243$"
+    ):
+        call_command(
+            "jobs", action, str(failed.pk), "424243", "424242", *dry_run, stdout=out, stderr=err
+        )
+    past = {"retry": "Retried", "discard": "Discarded"}[action]
+    done = f"Would {action} 1 job, would skip" if dry_run else f"{past} 1 job, skipped"
+    assert out.getvalue().strip() == f"{done} 2 jobs because they no longer exist."
+    expected = "failed" if dry_run else {"retry": "pending", "discard": "discarded"}[action]
+    assert Job.objects.get(pk=failed.pk).status == expected
+
+
+def test_a_missing_id_with_a_filter_fails_the_command_too():
+    failed = JobFactory(status="failed")
+    with pytest.raises(CommandError, match="1 of the 2 job id"):
+        run("retry", str(failed.pk), "424242", "--status", "failed")
+    assert Job.objects.get(pk=failed.pk).status == "pending"
+
+
+def test_manage_py_exits_non_zero_for_a_missing_id(tmp_path):
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'ops.sqlite3'}"}
+    manage = [sys.executable, str(REPO / "testproject" / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, timeout=120)
+    result = subprocess.run(
+        [*manage, "jobs", "discard", "424242"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stdout.strip() == ("Discarded 0 jobs, skipped 1 job because it no longer exists.")
+    assert "1 of the 1 job id(s) given do not exist: 424242" in result.stderr
 
 
 def test_retry_by_filter():

@@ -62,8 +62,12 @@ def test_get_result_maps_every_status():
         "discarded": TaskResultStatus.FAILED,
     }
     for status, expected in mapping.items():
-        Job.objects.filter(pk=int(result.id)).update(status=status)
+        Job.objects.filter(pk=int(result.id)).update(status=status, started_at=timezone.now())
         assert default_task_backend.get_result(result.id).status == expected
+    # Claimed ahead of a worker's slots and not started yet: still waiting, for Django.
+    Job.objects.filter(pk=int(result.id)).update(status="running", started_at=None, worker="w")
+    held = default_task_backend.get_result(result.id)
+    assert (held.status, held.started_at, held.worker_ids) == (TaskResultStatus.READY, None, [])
 
 
 def test_unknown_or_malformed_ids_do_not_exist():
@@ -153,6 +157,28 @@ def test_run_after_is_stored_as_run_at():
     assert Job.objects.get(pk=int(result.id)).run_at == when
 
 
+@pytest.mark.parametrize("hours", [1, -1])
+def test_get_result_returns_the_task_with_its_run_after(hours):
+    from asgiref.sync import async_to_sync
+
+    when = timezone.now() + dt.timedelta(hours=hours)
+    later = django_tasks.add.using(run_after=when).enqueue(1, 2)
+    now = django_tasks.add.enqueue(3, 4)
+    assert later.task.run_after == when and now.task.run_after is None
+    backend = task_backends["default"]
+    assert backend.get_result(later.id).task.run_after == when
+    assert django_tasks.add.get_result(later.id).task.run_after == when
+    assert async_to_sync(backend.aget_result)(later.id).task.run_after == when
+    # As Django's own backends: a task enqueued without run_after has none.
+    assert backend.get_result(now.id).task.run_after is None
+    fetched = backend.get_result(later.id).task
+    assert (fetched.func, fetched.queue_name, fetched.priority) == (
+        django_tasks.add.func,
+        "default",
+        0,
+    )
+
+
 def test_aenqueue_and_aget_result():
     from asgiref.sync import async_to_sync
 
@@ -181,6 +207,11 @@ def test_aenqueue_and_aget_result():
             InvalidTask,
             "Queue 'nowhere' is not valid for backend 'default'",
         ),
+        (
+            lambda: django_tasks.add.using(run_after=timezone.now() + dt.timedelta(days=4000)),
+            InvalidTask,
+            r"add: run_after 20\d\d-.* is more than 315,360,000 seconds \(conf.MAX_DELAY",
+        ),
     ],
 )
 def test_invalid_uses_fail_with_djangos_exceptions(make, error, message):
@@ -192,6 +223,8 @@ def test_invalid_uses_fail_with_djangos_exceptions(make, error, message):
 def test_non_json_arguments_fail_at_enqueue_naming_the_argument():
     with pytest.raises(TypeError, match=r"argument 'b' is not JSON-serialisable"):
         django_tasks.add.enqueue(1, b=object())
+    with pytest.raises(ValueError, match=r"add: argument 'b' cannot be stored: .* NUL byte"):
+        django_tasks.add.enqueue(1, b="\x00")
     with pytest.raises(TypeError, match=r"add: missing a required argument: 'b'"):
         django_tasks.add.enqueue(1)
     assert not Job.objects.exists()

@@ -1,11 +1,13 @@
 """Crash recovery with real processes and real signals; LEASE is a few seconds here."""
 
+import re
 import signal
 import time
 
 import pytest
 
 from jobqueue.models import Job
+from jobqueue.store import Store
 from tests.conftest import wait_for
 from tests.testapp import tasks
 from tests.testapp.models import Execution
@@ -232,11 +234,91 @@ def test_kill_9_returns_held_jobs_to_pending_and_leaves_park_jobs_alone(start_wo
         timeout=LEASE + 15,
         message="every job to succeed after recovery",
     )
-    # Nothing lost and nothing parked: the held jobs came back like the running one did,
-    # each with a crash counted, and ran once, on the second worker.
-    for job in [blocker, *held]:
+    # Nothing lost and nothing parked: the running job came back with a crash counted, the
+    # held ones, which never started, with none, and each ran once, on the second worker.
+    row = Job.objects.get(pk=blocker.pk)
+    assert (row.status, row.attempts, row.crashes) == ("succeeded", 1, 1)
+    for job in held:
         row = Job.objects.get(pk=job.pk)
-        assert (row.status, row.attempts, row.crashes) == ("succeeded", 1, 1)
+        assert (row.status, row.attempts, row.crashes, row.errors) == ("succeeded", 1, 0, [])
     row = Job.objects.get(pk=parked.pk)
     assert (row.status, row.attempts, row.crashes) == ("succeeded", 1, 0)
     assert executions("park:start").count() == 1
+
+
+@pytest.mark.parametrize("recovery", ["supervisor", "lease expiry"])
+def test_after_a_kill_9_only_the_jobs_whose_handler_started_count_a_crash(start_worker, recovery):
+    # Many very short jobs, so that the worker claims ahead of its slot, and among them one
+    # that SIGKILLs the worker once its start is on the row. With one slot, that job is then
+    # the only one running: what the worker holds besides was claimed ahead, never started.
+    jobs = [tasks.noop.enqueue(f"short-{i}") for i in range(40)]
+    killer = tasks.kill_self_once_started.enqueue()
+    jobs += [killer, *(tasks.noop.enqueue(f"short-{i}") for i in range(40, 100))]
+    worker = start_worker("--concurrency", "1", settings=SHORT)
+    assert worker.wait(30) == -signal.SIGKILL
+
+    held = set(Job.objects.filter(status="running", started_at=None).values_list("pk", flat=True))
+    assert held, "the worker held no job claimed ahead when it died"
+    assert killer.pk not in held
+    if recovery == "supervisor":
+        # What the supervisor does when it reaps its dead child.
+        [dead] = set(Job.objects.filter(status="running").values_list("worker", flat=True))
+        Store().release_worker(dead, f"The worker process {worker.pid} died (SIGKILL).")
+        for row in Job.objects.filter(pk__in=held):
+            assert (row.status, row.attempts, row.crashes, row.errors) == ("pending", 0, 0, [])
+        row = Job.objects.get(pk=killer.pk)
+        assert (row.status, row.attempts, row.crashes) == ("pending", 0, 1)
+    # (Otherwise the next worker rescues them once their leases have run out.)
+    start_worker(settings=SHORT)
+    wait_for(
+        lambda: Job.objects.filter(status="succeeded").count() == len(jobs),
+        timeout=LEASE + 30,
+        interval=0.1,
+        message="every job to succeed",
+    )
+
+    ran_on_the_dead_worker = set(
+        Execution.objects.filter(pid=worker.pid).values_list("job_id", flat=True)
+    )
+    crashed = set(Job.objects.filter(crashes__gt=0).values_list("pk", flat=True))
+    # The rule: every job whose crashes went up has a recorded start of its handler.
+    assert killer.pk in crashed
+    assert crashed <= ran_on_the_dead_worker, crashed - ran_on_the_dead_worker
+    for row in Job.objects.filter(pk__in=held):
+        assert (row.attempts, row.crashes, row.errors) == (1, 0, [])
+        assert Execution.objects.filter(job_id=row.pk).count() == 1
+    assert Job.objects.get(pk=killer.pk).result == "survived"
+
+
+def test_under_the_supervisor_a_dead_workers_held_jobs_go_back_without_a_crash(start_worker):
+    # As above, with the supervisor reaping its dead child and recovering its jobs at once:
+    # the lease is long, so nothing else recovers them.
+    jobs = [tasks.noop.enqueue(f"short-{i}") for i in range(40)]
+    killer = tasks.kill_self_once_started.enqueue()
+    jobs += [killer, *(tasks.noop.enqueue(f"short-{i}") for i in range(40, 100))]
+    settings = {
+        "LEASE": 120,
+        "SAFETY_BUFFER": 5,
+        "POLL_INTERVAL": 0.2,
+        "POOLS": {"default": {"queues": "*", "concurrency": 1}},
+    }
+    supervisor = start_worker(supervisor=True, settings=settings)
+    wait_for(
+        lambda: Job.objects.filter(status="succeeded").count() == len(jobs),
+        timeout=60,
+        interval=0.1,
+        message="every job to succeed",
+    )
+    dead = Execution.objects.filter(job_id=killer.pk).order_by("id").first().pid
+    handed_back = re.search(
+        r"(\d+) job\(s\) claimed ahead and never started went back to pending",
+        supervisor.output(),
+    )
+    assert handed_back and int(handed_back.group(1)) >= 1, supervisor.output()
+    ran_on_the_dead_worker = set(
+        Execution.objects.filter(pid=dead).values_list("job_id", flat=True)
+    )
+    crashed = set(Job.objects.filter(crashes__gt=0).values_list("pk", flat=True))
+    assert killer.pk in crashed
+    assert crashed <= ran_on_the_dead_worker, crashed - ran_on_the_dead_worker
+    assert Job.objects.get(pk=killer.pk).result == "survived"

@@ -54,10 +54,16 @@ def test_a_long_job_is_handed_back_at_once_by_its_policy(
     gate.touch()
 
 
-def test_a_second_signal_exits_at_once(start_worker, tmp_path):
-    tasks.block_until.enqueue(str(tmp_path / "never"))
+@pytest.mark.parametrize(
+    ("task", "label", "expected"),
+    [(tasks.block_until, "block", "pending"), (tasks.park_block_until, "park", "abandoned")],
+)
+def test_a_second_signal_hands_back_the_jobs_and_exits_at_once(
+    start_worker, tmp_path, task, label, expected
+):
+    job = task.enqueue(str(tmp_path / "never"))
     worker = start_worker(settings={**SETTINGS, "SHUTDOWN_TIMEOUT": 60})
-    wait_for(started("block"), timeout=30, message="the job to start")
+    wait_for(started(label), timeout=30, message="the job to start")
     worker.signal(signal.SIGTERM)
     wait_for(lambda: "stopped claiming" in worker.output(), timeout=10, message="the first stop")
     worker.signal(signal.SIGTERM)  # the same stop delivered twice at once counts once
@@ -67,3 +73,26 @@ def test_a_second_signal_exits_at_once(start_worker, tmp_path):
     worker.signal(signal.SIGTERM)
     assert worker.wait(5) == 130
     assert time.monotonic() - sent < 2
+    # Handed back by its policy before the exit, not left running until its lease expires.
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.crashes, row.attempts) == (expected, 1, 0)
+    assert "stopped by a second signal" in row.last_error
+    assert not Worker.objects.exists()
+    assert f"1 job(s) handed back at the second signal: {job.pk} -> {expected}" in worker.output()
+
+
+def test_a_second_signal_to_the_supervisor_hands_back_its_workers_jobs(start_worker, tmp_path):
+    job = tasks.block_until.enqueue(str(tmp_path / "never"))
+    supervisor = start_worker(supervisor=True, settings={**SETTINGS, "SHUTDOWN_TIMEOUT": 60})
+    wait_for(started("block"), timeout=30, message="the job to start")
+    supervisor.signal(signal.SIGTERM)
+    wait_for(
+        lambda: "stopped claiming" in supervisor.output(), timeout=10, message="the first stop"
+    )
+    time.sleep(1.1)  # a second signal, not the first one delivered twice
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait(10) == 130
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.crashes) == ("pending", 1)
+    assert "stopped by a second signal" in row.last_error
+    assert not Worker.objects.exists()

@@ -1,5 +1,6 @@
 """The supervisor: pools of real worker processes, started, reaped, recycled and stopped."""
 
+import re
 import signal
 import time
 
@@ -174,6 +175,23 @@ def test_workers_do_not_outlive_a_killed_supervisor(start_worker):
     supervisor.kill()
     wait_for(lambda: _gone(child), timeout=10, message="the orphaned worker to stop")
     wait_for(lambda: not WorkerRow.objects.exists(), timeout=5, message="it to deregister")
+
+
+def test_a_worker_orphaned_during_its_start_up_stops_too(start_worker):
+    # Killed before its child has even set Django up: the child's parent is init already
+    # when it looks, so it must know its supervisor's pid from the command line.
+    supervisor = start_worker(supervisor=True, settings={"POLL_INTERVAL": 0.2})
+    started = wait_for(
+        lambda: re.search(r"started worker (\d+) for pool", supervisor.output()),
+        timeout=30,
+        interval=0.005,
+        message="the supervisor to start its worker",
+    )
+    supervisor.kill()
+    child = int(started.group(1))
+    assert not WorkerRow.objects.exists()  # it had not registered yet
+    wait_for(lambda: _gone(child), timeout=20, message="the orphaned worker to stop")
+    assert not WorkerRow.objects.exists()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

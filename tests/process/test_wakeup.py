@@ -1,20 +1,20 @@
 """Wake-up: LISTEN/NOTIFY on PostgreSQL, sleeping until a delayed job is due, polling."""
 
 import datetime as dt
+import io
 import itertools
 import re
 import statistics
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.db import connection, transaction
 from django.utils import timezone
 
 from jobqueue.models import Job
 from jobqueue.models import Worker as WorkerRow
-from tests.conftest import wait_for
+from tests.conftest import database_is_back, wait_for
 from tests.testapp import tasks
 from tests.testapp.models import Execution
 
@@ -140,33 +140,11 @@ def test_an_idle_worker_with_listen_only_looks_on_its_safety_poll(start_worker):
     assert len(_looks(worker.output())) == looks_before
 
 
-def _pg_ctl(action):
-    versions = sorted(p.name for p in Path("/etc/postgresql").iterdir())
-    subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", versions[-1], "main", action],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-
-
-def _database_is_back():
-    connection.close()
-    try:
-        connection.ensure_connection()
-        return True
-    except Exception:
-        return False
-
-
-@pytest.mark.usefixtures("postgresql_only")
-def test_restarting_postgresql_under_an_idle_worker(start_worker):
-    if not Path("/etc/postgresql").exists():
-        pytest.skip("needs a local pg_ctlcluster-managed server")
+def test_restarting_postgresql_under_an_idle_worker(start_worker, pg_ctl):
     worker = idle_worker(start_worker)
     connection.close()
-    _pg_ctl("restart")
-    wait_for(_database_is_back, timeout=60, interval=0.05, message="PostgreSQL to be back")
+    pg_ctl("restart")
+    wait_for(database_is_back, timeout=60, interval=0.05, message="PostgreSQL to be back")
     back = timezone.now()
     job = tasks.noop.enqueue("after restart")
     wait_for(
@@ -179,3 +157,24 @@ def test_restarting_postgresql_under_an_idle_worker(start_worker):
     assert (started - back).total_seconds() < 1.0
     assert worker.proc.poll() is None
     assert "LISTEN connection lost" in worker.output()
+
+
+@pytest.mark.usefixtures("postgresql_only")
+def test_a_job_retried_from_jobs_retry_starts_within_a_second(start_worker):
+    job = tasks.noop.enqueue("retried")
+    Job.objects.filter(pk=job.pk).update(
+        status="failed", attempts=3, finished_at=timezone.now(), last_error="ValueError: boom"
+    )
+    worker = idle_worker(start_worker)
+    retried_at = timezone.now()
+    call_command("jobs", "retry", str(job.pk), stdout=io.StringIO())
+    wait_for(
+        lambda: Execution.objects.filter(job_id=job.pk).exists(),
+        timeout=5,
+        interval=0.005,
+        message="the retried job to start",
+    )
+    started = Execution.objects.get(job_id=job.pk).created
+    # The safety poll is 30 s away and POLL_INTERVAL 25 s: only the NOTIFY can do this.
+    assert (started - retried_at).total_seconds() < 1.0
+    assert "woken by a notification for queue default" in worker.output()

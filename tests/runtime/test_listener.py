@@ -1,5 +1,6 @@
 """The LISTEN thread: it hears a committed enqueue, and stop() ends it at once."""
 
+import logging
 import threading
 import time
 
@@ -7,7 +8,7 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS
 
 from jobqueue.enqueue import NOTIFY_CHANNEL
-from jobqueue.runtime.listener import SAFETY_TIMEOUT, Listener, connection_target
+from jobqueue.runtime.listener import POOLER_WARNING, SAFETY_TIMEOUT, Listener, connection_target
 from tests.conftest import wait_for
 from tests.testapp import tasks
 
@@ -45,3 +46,22 @@ def test_stop_wakes_the_thread_instead_of_waiting_out_its_timeout(listener):
     assert not thread.is_alive()
     # Without the wake-up the thread would sit in select() for up to SAFETY_TIMEOUT.
     assert time.monotonic() - started < SAFETY_TIMEOUT / 2
+
+
+def test_through_pgbouncer_it_says_so_and_never_reports_itself_connected(pgbouncer_url, caplog):
+    connected = threading.Event()
+    listener = Listener(
+        target=(pgbouncer_url, {}),
+        channel=NOTIFY_CHANNEL,
+        on_notify=lambda queue: None,
+        on_connect=connected.set,
+    )
+    with caplog.at_level(logging.WARNING, logger="jobqueue.worker"):
+        listener.start()
+        # It gives up: every reconnection would find the same pooler.
+        wait_for(lambda: not listener._thread.is_alive(), timeout=10, message="it to give up")
+    listener.stop()
+    assert POOLER_WARNING in caplog.messages
+    # So the worker polls, and has no "caught up after reconnecting" look either.
+    assert not listener.connected.is_set()
+    assert not connected.is_set()

@@ -271,6 +271,33 @@ def test_a_job_held_too_long_is_handed_back_unspent(tmp_path, monkeypatch):
         thread.join(20)
 
 
+def test_a_held_job_has_its_start_recorded_once_a_slot_takes_it(tmp_path, caplog):
+    gate = tmp_path / "gate"
+    tasks.add.enqueue(1, 1)  # quick: it makes the worker's jobs "short"
+    tasks.add.enqueue(2, 2)
+    blocker = tasks.block_until.enqueue(str(gate))
+    _, thread = start_worker(concurrency=1, prefetch=2, burst=True)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="jobqueue"):
+            wait_for(
+                lambda: Execution.objects.filter(label="block:start").exists(), message="start"
+            )
+            # Claimed ahead, behind the second quick job, and then taken by the slot: the
+            # writer records its start, with no success to send along.
+            wait_for(
+                lambda: Job.objects.get(pk=blocker.pk).started_at is not None,
+                message="the held job's start to be recorded",
+            )
+        assert f"claimed job {blocker.pk} ({tasks.block_until.name}), attempt 1, held" in (
+            caplog.text
+        )
+        assert Job.objects.get(pk=blocker.pk).status == "running"
+    finally:
+        gate.touch()
+        thread.join(20)
+    assert Job.objects.filter(status="succeeded").count() == 3
+
+
 def test_stop_hands_back_held_jobs_unspent_and_runs_none_of_them(tmp_path):
     gate = tmp_path / "gate"
     tasks.add.enqueue(1, 1)

@@ -78,3 +78,35 @@ def test_a_claim_raises_the_error_of_its_statement():
         writer.claim()
     assert writer.claim() == (1, 0)  # the database is back; nothing is due
     assert writer.stop(timeout=10)
+
+
+def test_the_start_of_a_held_job_wakes_the_writer_and_is_recorded():
+    JobFactory.create_batch(2)
+    store = Store()
+    held = store.claim(worker="w1", task_names=[ADD], queues=None, limit=0, ahead=2)
+    assert [j.held for j in held] == [True, True]
+    writer, _ = start_writer(store)
+    try:
+        # No success is waiting: the start alone sends a statement, at once.
+        writer.started(held[0])
+        wait_for(
+            lambda: Job.objects.get(pk=held[0].id).started_at is not None,
+            message="the start to be recorded",
+        )
+        assert Job.objects.get(pk=held[0].id).status == "running"
+        assert Job.objects.get(pk=held[1].id).started_at is None
+    finally:
+        assert writer.stop(timeout=10)
+
+
+def test_a_start_from_a_failed_write_goes_out_with_the_next(monkeypatch):
+    monkeypatch.setattr(writer_module, "RETRY_PAUSE", 30)
+    JobFactory()
+    store = OutageStore(failures=1)
+    [held] = store.claim(worker="w1", task_names=[ADD], queues=None, limit=0, ahead=1)
+    writer, _ = start_writer(store)
+    writer.started(held)
+    wait_for(lambda: len(store.batches) >= 1, message="the failed write")
+    # The stop cuts the pause short, and writes what is left before the thread ends.
+    assert writer.stop(timeout=10)
+    assert Job.objects.get(pk=held.id).started_at is not None

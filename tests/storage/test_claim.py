@@ -12,7 +12,7 @@ from jobqueue import conf
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.models import Job
 from jobqueue.sql import Queries
-from jobqueue.store import Store
+from jobqueue.store import ClaimScope, Store, success
 from tests.factories import FinishedJobFactory, JobFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -168,7 +168,7 @@ def _plan(sql, params):
         return "\n".join(" ".join(map(str, row)) for row in cursor.fetchall())
 
 
-def _claim_params(q, *, limit, done=()):
+def _claim_params(q, *, limit, done=(), started=()):
     """The claim statement's parameters, as the store passes them, for worker w1 and ADD."""
     return {
         "worker": "w1",
@@ -183,6 +183,9 @@ def _claim_params(q, *, limit, done=()):
         # On PostgreSQL the claim also records the successes given.
         "done": json.dumps([{"id": j.id, "token": j.token, "result": None} for j in done]),
         "done_ids": q.ids([j.id for j in done]),
+        # ...and the starts of held jobs.
+        "started": json.dumps([{"id": j.id, "token": j.token} for j in started]),
+        "started_ids": q.ids([j.id for j in started]),
         "buffer": 5,
         **q.clock(lease_until=300, fence=5),
     }
@@ -206,11 +209,74 @@ def test_successes_are_found_by_primary_key_however_many_jobs_run(postgresql_onl
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobqueue_job")
     q = Queries("default")
-    params = _claim_params(q, limit=2, done=held[:2])
+    params = _claim_params(q, limit=2, done=held[:2], started=held[2:4])
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + q.statements["claim"], params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
-    # The part under "CTE done" reads the table through its primary key only.
-    done_part = plan.split("CTE done", 1)[1].split("CTE due", 1)[0]
-    assert "jobqueue_job_pkey" in done_part, plan
-    assert "jobqueue_job_status_finished" not in done_part, plan
+    # The parts under "CTE done" and "CTE started" read the table through its primary key
+    # only.
+    done_part = plan.split("CTE done", 1)[1].split("CTE started", 1)[0]
+    started_part = plan.split("CTE started", 1)[1].split("CTE due", 1)[0]
+    for part in (done_part, started_part):
+        assert "jobqueue_job_pkey" in part, plan
+        assert "jobqueue_job_status_finished" not in part, plan
+
+
+# -- jobs claimed ahead: held with no start until a slot takes them --------------------
+
+
+def started_at(job_id):
+    return Job.objects.get(pk=job_id).started_at
+
+
+def test_a_job_claimed_ahead_is_held_with_no_start_and_comes_after_the_free_slots_jobs():
+    # One already ran an attempt: its old start must not make it look started now.
+    retried = JobFactory(priority=5, attempts=1, started_at=timezone.now() - dt.timedelta(hours=1))
+    first, second, third = JobFactory.create_batch(3)
+    claimed = claim(limit=1, ahead=3)
+    # For the free slot: the highest priority; then the held ones, in priority order.
+    assert [(j.id, j.held) for j in claimed] == [
+        (retried.id, False),
+        (first.id, True),
+        (second.id, True),
+        (third.id, True),
+    ]
+    assert started_at(retried.id) is not None
+    assert started_at(retried.id) > timezone.now() - dt.timedelta(minutes=1)
+    assert [started_at(j.id) for j in (first, second, third)] == [None] * 3
+    JobFactory(priority=10, attempts=1, started_at=timezone.now() - dt.timedelta(hours=1))
+    [held] = claim(limit=0, ahead=1)
+    assert held.held and started_at(held.id) is None
+
+
+def test_the_start_of_a_held_job_is_recorded_by_the_next_write_fenced_by_its_token():
+    JobFactory.create_batch(4)
+    store = Store()
+    scope = ClaimScope("w1", (ADD,), None)
+    started, stale, both, still_held = claim(limit=0, ahead=4)
+    Job.objects.filter(pk=stale.id).update(token="0" * 32)  # another attempt owns it now
+    # ``both`` started and succeeded since the last write: it goes out as a success only,
+    # which records its start too (PostgreSQL updates no row twice in one statement).
+    store.record([success(both, 7)], scope=scope, limit=0, started=[started, stale, both])
+    assert started_at(started.id) is not None
+    assert Job.objects.get(pk=started.id).status == "running"
+    assert started_at(stale.id) is None
+    row = Job.objects.get(pk=both.id)
+    assert (row.status, row.result) == ("succeeded", 7)
+    assert row.started_at is not None and row.started_at <= row.finished_at
+    assert started_at(still_held.id) is None
+
+
+@pytest.mark.parametrize("outcome", ["retry", "fail", "snooze"])
+def test_an_outcome_written_before_the_start_records_the_start(outcome):
+    JobFactory()
+    [held] = claim(limit=0, ahead=1)
+    store = Store()
+    error = {"type": "ValueError", "message": "boom"}
+    if outcome == "retry":
+        store.retry(held, error, 10, worker="w1")
+    elif outcome == "fail":
+        store.fail(held, error, worker="w1")
+    else:
+        store.snooze(held, 10, worker="w1")
+    assert started_at(held.id) is not None

@@ -6,12 +6,13 @@ import select
 
 import psycopg
 import pytest
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobqueue.enqueue import NOTIFY_CHANNEL
 from jobqueue.models import Job
+from jobqueue.runtime.listener import connection_target
 from jobqueue.store import Store
 from jobqueue.tasks import Call
 from tests.testapp import tasks
@@ -54,15 +55,11 @@ def test_commit_makes_it_claimable():
     assert [c.id for c in claimed] == [job.pk]
 
 
-def _listen(vendor_settings):
-    conn = psycopg.connect(
-        dbname=vendor_settings["NAME"],
-        user=vendor_settings["USER"],
-        host=vendor_settings["HOST"] or None,
-        port=vendor_settings["PORT"] or None,
-        password=vendor_settings["PASSWORD"] or None,
-        autocommit=True,
-    )
+def _listen():
+    # Where a worker listens: the database itself, even when Django's connections go
+    # through PgBouncer (DATABASE_DIRECT_URL).
+    url, params = connection_target(DEFAULT_DB_ALIAS, None)
+    conn = psycopg.connect(url, autocommit=True, **params)
     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
     return conn
 
@@ -73,7 +70,7 @@ def _notifications(conn, wait=0.3):
 
 
 def test_notify_fires_at_commit_only(postgresql_only):
-    listener = _listen(connection.settings_dict)
+    listener = _listen()
     try:
         with transaction.atomic():
             tasks.send_email.enqueue("ada@example.com")

@@ -13,11 +13,13 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobqueue import signals
+from jobqueue.enqueue import NOTIFY_CHANNEL
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.models import Job
 from jobqueue.runtime.attempt import Attempt
 from jobqueue.runtime.lease import Heartbeat
 from jobqueue.store import Store
+from tests.conftest import listen_for_jobs, notifications
 from tests.factories import FinishedJobFactory, JobFactory
 from tests.testapp import tasks
 
@@ -295,3 +297,54 @@ def test_an_enqueue_of_the_same_key_committing_during_the_retry_wins():
         outcome = Store().retry_jobs([old.pk])
     assert outcome.done == [] and outcome.skipped == {"key": 1}
     assert Job.objects.filter(idempotency_key="report:3", status="pending").count() == 1
+
+
+# -- a Retry wakes workers at commit, as an enqueue does ---------------------------------
+
+
+@contextmanager
+def committed_queues():
+    """The queues ``jobs_committed`` announces (what wakes this process's workers)."""
+    sent = []
+
+    def receiver(sender, *, queue, database, **kwargs):
+        sent.append((queue, database))
+
+    signals.jobs_committed.connect(receiver, dispatch_uid="t-committed")
+    try:
+        yield sent
+    finally:
+        signals.jobs_committed.disconnect(dispatch_uid="t-committed")
+
+
+def test_a_retry_wakes_this_processs_workers_at_commit():
+    emails = [failed(queue="emails"), failed(queue="emails")]
+    feeds = abandoned(queue="feeds")
+    with committed_queues() as sent:
+        Store().retry_jobs([emails[0].pk], dry_run=True)
+        with pytest.raises(RuntimeError), transaction.atomic():
+            Store().retry_jobs([emails[0].pk])
+            raise RuntimeError("the caller's transaction rolls back")
+        assert sent == []  # neither a dry run nor a rollback wakes anyone
+        with transaction.atomic():
+            Store().retry_jobs([j.pk for j in [*emails, feeds]])
+            assert sent == []  # not before the commit
+        assert sent == [("emails", "default"), ("feeds", "default")]  # once per queue
+        sent.clear()
+        Store().retry_jobs([j.pk for j in emails])  # nothing to retry now
+        assert sent == []
+
+
+def test_a_retry_notifies_its_queues_at_commit_and_not_on_a_dry_run(postgresql_only):
+    emails = [failed(queue="emails"), failed(queue="emails")]
+    listener = listen_for_jobs()
+    try:
+        Store().retry_jobs([j.pk for j in emails], dry_run=True)
+        assert notifications(listener) == []
+        with transaction.atomic():
+            Store().retry_jobs([j.pk for j in emails])
+            assert notifications(listener) == []  # not before the commit
+        # Two jobs of one queue: one notification, as for an enqueue.
+        assert notifications(listener) == [(NOTIFY_CHANNEL, "emails")]
+    finally:
+        listener.close()

@@ -11,7 +11,7 @@ from jobqueue.models import Job
 from jobqueue.models import Worker as WorkerRow
 from jobqueue.runtime.attempt import Attempt
 from jobqueue.runtime.lease import Heartbeat
-from jobqueue.store import Store
+from jobqueue.store import ClaimScope, Store
 from tests.factories import FinishedJobFactory, JobFactory
 from tests.testapp import tasks
 
@@ -150,3 +150,85 @@ def test_prune_in_slices_reports_what_is_left(settings):
     assert store.prune(max_batches=3)["succeeded"] == 500
     assert not store.more_to_prune
     assert not Job.objects.exists()
+
+
+# -- jobs claimed ahead: only a job whose handler started counts a crash ----------------
+
+
+def held_and_started(worker="gone:1:x", lease_until=None):
+    """Two running jobs of one worker, as a worker holds them: one claimed ahead and never
+    started (started_at NULL), one whose handler started."""
+    lease_until = lease_until or timezone.now() - dt.timedelta(seconds=5)
+    earlier = {"type": "ValueError", "message": "boom", "attempt": 1}
+    common = {
+        "status": "running",
+        "attempts": 2,  # one failed attempt before, and this claim
+        "worker": worker,
+        "lease_until": lease_until,
+        "last_error": "ValueError: boom",
+        "errors": [earlier],
+    }
+    run_at = timezone.now() - dt.timedelta(minutes=3)
+    held = JobFactory(token="h" * 32, started_at=None, run_at=run_at, **common)
+    started = JobFactory(token="s" * 32, started_at=timezone.now(), run_at=run_at, **common)
+    return held, started
+
+
+RECOVERIES = {
+    "lease expiry": lambda store, worker: store.rescue_expired(),
+    "supervisor": lambda store, worker: store.release_worker(worker, "The worker died."),
+    "shutdown": lambda store, worker: store.release(worker, ["h" * 32, "s" * 32], "Stopped."),
+}
+
+
+@pytest.mark.parametrize("recovery", RECOVERIES)
+def test_a_held_job_goes_back_unspent_and_only_a_started_one_counts_a_crash(recovery, caplog):
+    held, started = held_and_started()
+    with caplog.at_level("INFO", logger="jobqueue"):
+        recovered = RECOVERIES[recovery](Store(), "gone:1:x")
+    assert sorted(recovered) == sorted(
+        [(held.pk, held.task_name, "pending"), (started.pk, started.task_name, "pending")]
+    )
+    row = Job.objects.get(pk=held.pk)
+    # As unclaim hands a job back: the attempt given back, no crash, no error entry.
+    assert (row.status, row.attempts, row.crashes) == ("pending", 1, 0)
+    assert (row.token, row.worker, row.lease_until, row.started_at) == (None, None, None, None)
+    assert row.last_error == "ValueError: boom" and row.errors == held.errors
+    assert row.run_at == held.run_at
+    row = Job.objects.get(pk=started.pk)
+    assert (row.status, row.attempts, row.crashes) == ("pending", 1, 1)
+    assert row.errors[-1]["type"] == "WorkerLost" and "crash 1 of at most 3" in row.last_error
+    assert row.run_at > started.run_at
+    assert f"job {started.pk} ({started.task_name}) recovered as pending" in caplog.text
+    assert f"job {held.pk} " not in caplog.text
+    assert "1 job(s) claimed ahead and never started went back to pending" in caplog.text
+
+
+def test_a_held_job_is_never_parked_by_a_crash_it_did_not_start():
+    # Held, though it would park on a crash (an older version held such jobs; or the claim
+    # is changed one day): it never ran, so neither on_crash="park" nor MAX_CRASHES applies.
+    past = timezone.now() - dt.timedelta(seconds=5)
+    common = {"status": "running", "attempts": 1, "worker": "gone:1:x", "lease_until": past}
+    park = JobFactory(on_crash="park", token="p" * 32, **common)
+    last_chance = JobFactory(crashes=2, token="l" * 32, **common)
+    Store().rescue_expired()
+    for job, crashes in [(park, 0), (last_chance, 2)]:
+        row = Job.objects.get(pk=job.pk)
+        assert (row.status, row.crashes, row.finished_at, row.errors) == (
+            "pending",
+            crashes,
+            None,
+            [],
+        )
+
+
+def test_a_held_job_whose_start_was_recorded_counts_a_crash():
+    JobFactory()
+    store = Store()
+    [held] = store.claim(worker="w", task_names=[tasks.add.name], queues=None, limit=0, ahead=1)
+    assert held.held
+    scope = ClaimScope("w", (tasks.add.name,), None)
+    store.record([], scope=scope, limit=0, started=[held])  # what the writer sends
+    [(_, _, status)] = store.release_worker("w", "The worker died.")
+    row = Job.objects.get(pk=held.id)
+    assert (status, row.crashes, row.errors[-1]["type"]) == ("pending", 1, "WorkerLost")

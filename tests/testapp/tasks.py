@@ -104,6 +104,25 @@ def kill_self(ctx):
 
 
 @task(takes_context=True)
+def kill_self_once_started(ctx):
+    """Record a start; on the first run, once the worker has recorded the start on the row
+    (a held job's start goes out with the writer's next statement), SIGKILL the process."""
+    from jobqueue.models import Job
+
+    runs = Execution.objects.filter(label="kill_self_once_started", job_id=ctx.job_id)
+    first = not runs.exists()
+    record("kill_self_once_started", ctx)
+    if first:
+        deadline = time.monotonic() + 10
+        while Job.objects.filter(pk=ctx.job_id, started_at=None).exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the worker never recorded the start")
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return "survived"
+
+
+@task(takes_context=True)
 def two_steps(ctx, path):
     first = ctx.step("first", lambda: record("first", ctx) or 1)
     wait_for_file(path)
@@ -204,9 +223,86 @@ def fails_once_later(ctx):
     return "second try"
 
 
+@task
+def nap(seconds):
+    # Touches no database: it runs (and succeeds) through a database outage.
+    time.sleep(seconds)
+    return seconds
+
+
 try:
     import django.tasks  # noqa: F401  (Django 6: register the django.tasks tasks too)
 except ImportError:
     pass
 else:
     from tests.testapp import django_tasks  # noqa: F401
+
+
+# -- Handlers that misbehave (issue 15): each fails on its own, its slot goes on working. --
+# Two attempts each, retried at once (no backoff), so that a burst worker sees both.
+HOSTILE = {"max_attempts": 2, "backoff": (0, 1, 0), "takes_context": True}
+
+
+@task(**HOSTILE)
+def leaves_atomic_open(ctx):
+    record("leaves_atomic_open", ctx)  # autocommit: this one stays
+    transaction.atomic().__enter__()  # never left
+    record("leaves_atomic_open:inside", ctx)  # rolled back by the worker
+    return "left open"
+
+
+@task(**HOSTILE)
+def leaves_autocommit_off(ctx):
+    record("leaves_autocommit_off", ctx)
+    transaction.set_autocommit(False)
+    record("leaves_autocommit_off:uncommitted", ctx)  # on SQLite this takes the write lock
+    return "autocommit off"
+
+
+@task(**HOSTILE)
+def returns_nul(ctx):
+    return {"text": "a\x00b"}
+
+
+@task(**HOSTILE)
+def returns_lone_surrogate(ctx):
+    return ["\ud800"]
+
+
+@task(**HOSTILE)
+def returns_huge_int(ctx):
+    return 10**5000
+
+
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("this exception has no text")
+
+
+@task(**HOSTILE)
+def raises_unprintable(ctx):
+    raise Unprintable()
+
+
+@task(**HOSTILE)
+def raises_nul_message(ctx):
+    raise ValueError("a NUL \x00 and a lone surrogate \udc80 in the message")
+
+
+@task(**HOSTILE)
+def raises_huge_message(ctx):
+    raise ValueError("x" * 5_000_000)
+
+
+@task(**HOSTILE)
+def snoozes_forever(ctx):
+    raise Snooze(1e12)
+
+
+def _backoff_forever(attempt):
+    return 1e12
+
+
+@task(max_attempts=2, backoff=_backoff_forever)
+def backs_off_forever():
+    raise ValueError("failed; see you in 31,709 years")

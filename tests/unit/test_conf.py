@@ -147,3 +147,84 @@ def test_system_check_errors_for_a_task_queue_no_pool_serves(settings):
 def test_a_queue_listed_by_two_pools_is_refused():
     with pytest.raises(ImproperlyConfigured, match='queue "emails" is listed by both "a" and "b"'):
         conf.build({"POOLS": {"a": {"queues": ["emails"]}, "b": {"queues": ["emails", "x"]}}})
+
+
+TEN_YEARS = "at most 315,360,000 seconds (ten years)"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"LEASE": 1e308}, f'JOBQUEUE["LEASE"] must be {TEN_YEARS}, not 1e+308.'),
+        ({"LEASE": 10**400}, 'JOBQUEUE["LEASE"] must be at most'),
+        ({"LEASE": float("inf")}, 'JOBQUEUE["LEASE"] must be a number of seconds, not inf.'),
+        ({"LEASE": float("nan")}, 'JOBQUEUE["LEASE"] must be a number of seconds, not nan.'),
+        ({"SAFETY_BUFFER": 1e12}, f'JOBQUEUE["SAFETY_BUFFER"] must be {TEN_YEARS}'),
+        ({"TIMEOUT": 1e12}, f'JOBQUEUE["TIMEOUT"] must be {TEN_YEARS}'),
+        ({"SHUTDOWN_TIMEOUT": 1e12}, f'JOBQUEUE["SHUTDOWN_TIMEOUT"] must be {TEN_YEARS}'),
+        ({"POLL_INTERVAL": 1e12}, f'JOBQUEUE["POLL_INTERVAL"] must be {TEN_YEARS}'),
+        ({"RETENTION": {"failed": 1e12}}, f'JOBQUEUE["RETENTION"]["failed"] must be {TEN_YEARS}'),
+        ({"BACKOFF": (1, 5, 1e12)}, 'JOBQUEUE["BACKOFF"] must be a (first, factor, cap) tuple'),
+        ({"BACKOFF": (1e12, 1, 1e12)}, "each at most 315,360,000 (MAX_DELAY, ten years)"),
+        ({"BACKOFF": (1, 10**400, 5)}, 'JOBQUEUE["BACKOFF"] must be a (first, factor, cap)'),
+        ({"MAX_ATTEMPTS": 2**31}, 'JOBQUEUE["MAX_ATTEMPTS"] must be at most 2,147,483,647'),
+        ({"MAX_CRASHES": 2**40}, 'JOBQUEUE["MAX_CRASHES"] must be at most 2,147,483,647'),
+    ],
+)
+def test_every_duration_and_count_has_an_upper_bound_naming_the_key(raw, message):
+    with pytest.raises(ImproperlyConfigured) as excinfo:
+        conf.build(raw)
+    assert message in str(excinfo.value)
+
+
+def test_the_bounds_themselves_are_accepted():
+    s = conf.build(
+        {
+            "LEASE": conf.MAX_DELAY,
+            "TIMEOUT": conf.MAX_DELAY,
+            "BACKOFF": (conf.MAX_DELAY, 1, conf.MAX_DELAY),
+            "MAX_ATTEMPTS": 2**31 - 1,
+            "RETENTION": {"succeeded": conf.MAX_DELAY},
+        }
+    )
+    assert (s.lease, s.timeout, s.max_attempts) == (conf.MAX_DELAY, conf.MAX_DELAY, 2**31 - 1)
+    assert conf.MAX_DELAY == 10 * 365 * 86400
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"idle_timeout": 1e308}, f'JOBQUEUE["POOLS"]["p"]["idle_timeout"] must be {TEN_YEARS}'),
+        ({"time_limit": 1e12}, f'JOBQUEUE["POOLS"]["p"]["time_limit"] must be {TEN_YEARS}'),
+        ({"time_limit": float("nan")}, 'JOBQUEUE["POOLS"]["p"]["time_limit"] must be a number'),
+    ],
+)
+def test_pool_durations_are_bounded_too(options, message):
+    with pytest.raises(ImproperlyConfigured) as excinfo:
+        conf.build({"POOLS": {"p": {"queues": "*", **options}}})
+    assert message in str(excinfo.value)
+
+
+@pytest.mark.parametrize("size", ["", " ", "B", "K", "²M", "12.5M", "-1G", "M512"])
+def test_a_bad_max_memory_is_a_clear_error_not_a_traceback(size):
+    with pytest.raises(ImproperlyConfigured) as excinfo:
+        conf.build({"POOLS": {"p": {"queues": "*", "max_memory": size}}})
+    assert str(excinfo.value) == (
+        'JOBQUEUE["POOLS"]["p"]["max_memory"] must be a size such as "512M", "2G" or a number '
+        f"of bytes, not {size!r}."
+    )
+
+
+def test_the_system_check_reports_an_empty_max_memory(settings):
+    from jobqueue.checks import check_settings
+
+    settings.JOBQUEUE = {"POOLS": {"default": {"max_memory": ""}}}
+    [error] = check_settings()
+    assert error.id == "jobqueue.E001"
+    assert 'JOBQUEUE["POOLS"]["default"]["max_memory"] must be a size' in error.msg
+
+
+@pytest.mark.parametrize("routing", [{"emails": ["fast"]}, {"emails": {"pool": "fast"}}, {1: "x"}])
+def test_a_routing_entry_that_is_not_two_strings_names_the_key(routing):
+    with pytest.raises(ImproperlyConfigured, match=r'JOBQUEUE\["ROUTING"\] must map queue names'):
+        conf.build({"ROUTING": routing})

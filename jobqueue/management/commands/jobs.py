@@ -64,6 +64,21 @@ class Command(BaseCommand):
                     f'queue "{r.queue}" is served by no pool: its jobs will never run. List it '
                     'in a pool\'s queues, route it in JOBQUEUE["ROUTING"], or add a catch-all pool.'
                 )
+        self._unregistered(rows)
+
+    def _unregistered(self, rows: list[overview.QueueRow]) -> None:
+        """Name the tasks of pending jobs that no live worker has registered."""
+        counts = overview.by_task(
+            (r.queue, name, n) for r in rows for name, n in r.unregistered.items()
+        )
+        if not counts:
+            return
+        names = overview.name_counts(counts)
+        self.stdout.write(f"\npending jobs of tasks no live worker has registered: {names}")
+        if overview.live_workers().exists():
+            self.stderr.write(overview.REGISTER_HINT)
+        else:
+            self.stderr.write("No worker is running: start one with manage.py runjobs.")
 
     def _workers(self, *, as_json: bool = False, **options: Any) -> None:
         rows = overview.worker_rows()

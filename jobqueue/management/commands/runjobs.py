@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import math
 import os
 import socket
 import sys
@@ -13,10 +14,10 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from jobqueue import conf
+from jobqueue import conf, signals
 from jobqueue.runtime import shutdown
 from jobqueue.runtime.worker import Worker
-from jobqueue.supervisor.supervisor import Supervisor
+from jobqueue.supervisor.supervisor import READY, WORKED, ReadyReport, Supervisor
 
 
 def positive_int(value: str) -> int:
@@ -42,8 +43,15 @@ def seconds(value: str) -> float:
         number = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {value!r}") from None
+    # float() takes "nan" and "inf": NaN would pass every comparison below as False.
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, got {value!r}")
     if number < 0:
         raise argparse.ArgumentTypeError(f"expected 0 or more seconds, got {number:g}")
+    if number > conf.MAX_DELAY:
+        raise argparse.ArgumentTypeError(
+            f"expected at most {conf.MAX_DELAY:,} seconds (ten years), got {number:g}"
+        )
     return number
 
 
@@ -132,6 +140,11 @@ class Command(BaseCommand):
         )
         # Set by the supervisor so that it knows its child's worker id before it registers.
         parser.add_argument("--worker-tag", help=argparse.SUPPRESS)
+        # Set by the supervisor: the pipe on which this worker says how far it got.
+        parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+        # Set by the supervisor: its own pid. A worker whose supervisor died while it was
+        # still starting up has init as its parent already, so os.getppid() cannot tell.
+        parser.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
         settings = conf.get()
@@ -166,7 +179,9 @@ class Command(BaseCommand):
             )
         shutdown.install(worker, supervised=bool(tag))
         if tag:
-            shutdown.stop_with_parent(worker, os.getppid())
+            shutdown.stop_with_parent(worker, options["supervisor_pid"] or os.getppid())
+        if options["ready_fd"] is not None:
+            _report_to_supervisor(worker, ReadyReport(options["ready_fd"]))
         # What start-up built (Django, the apps, the settings) lives as long as the process:
         # out of the cyclic collector's reach, a full collection walks only what the jobs
         # allocate, not every object of Django as well.
@@ -193,6 +208,20 @@ class Command(BaseCommand):
         )
         supervisor.install_signal_handlers()
         supervisor.run()
+
+
+def _report_to_supervisor(worker: Worker, report: ReadyReport) -> None:
+    """READY once the worker has registered, WORKED once it has finished a job."""
+    worker.on_ready = lambda: report.send(READY)
+
+    worker_id = worker.id
+
+    def finished(sender: Any, **kwargs: Any) -> None:
+        if kwargs.get("worker") == worker_id:
+            report.send(WORKED)  # once; later calls cost a set lookup under a lock
+
+    # Kept connected (weak=False) for the life of the process, as the worker is.
+    signals.job_finished.connect(finished, weak=False)
 
 
 def _log_to_stderr(verbosity: int) -> None:
