@@ -30,10 +30,8 @@ from django.views.decorators.http import require_POST
 
 from jobqueue import actions, conf, display, notice, overview, states
 from jobqueue.models import Job, QueueSummary, Worker
+from jobqueue.states import DISCARDABLE, RETRYABLE
 from jobqueue.store import Store
-
-RETRYABLE = (states.FAILED, states.ABANDONED, states.DISCARDED)
-DISCARDABLE = (states.PENDING, states.RUNNING, states.FAILED, states.ABANDONED)
 
 
 class EstimatedCountPaginator(Paginator):

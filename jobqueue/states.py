@@ -1,4 +1,11 @@
-"""A job's statuses and the transitions between them. No database here."""
+"""A job's statuses and the transitions between them. No database here.
+
+This is the life of a job (DESIGN section 2) in one place. ``TRANSITIONS`` lists every move
+a status change may make, each with the named statements of ``jobqueue/sql/<vendor>.sql``
+that make it; ``tests/storage/test_transitions.py`` runs every statement that writes a job
+row on rows in every status, and fails on a move that is not listed here (and on a listed
+move that no statement makes).
+"""
 
 from __future__ import annotations
 
@@ -26,15 +33,36 @@ UNFINISHED = (PENDING, RUNNING)
 # Retention may delete these (abandoned work waits for an operator, never for a timer).
 PRUNABLE = (SUCCEEDED, FAILED, DISCARDED)
 
+# What an operator's Retry sends back to pending (operator_retry), and what Discard takes
+# (operator_discard): the admin's buttons, `manage.py jobs` and the store agree on these.
+RETRYABLE = (FAILED, ABANDONED, DISCARDED)
+DISCARDABLE = (PENDING, RUNNING, FAILED, ABANDONED)
+
+# Every job is born pending (enqueue, enqueue_one, enqueue_keyless), then moves only so:
 TRANSITIONS: dict[str, frozenset[str]] = {
-    # claim; operator discard
+    # claim; operator_discard
     PENDING: frozenset({RUNNING, DISCARDED}),
-    # success; retry, snooze or crash recovery; out of attempts; parked crash; operator discard
-    RUNNING: frozenset({SUCCEEDED, PENDING, FAILED, ABANDONED, DISCARDED}),
+    RUNNING: frozenset(
+        {
+            # claim's done part (PostgreSQL) or succeed_many (SQLite)
+            SUCCEEDED,
+            # retry; snooze; unclaim (held, never started); recover (never started, or a
+            # crash under on_crash="retry" with crashes left)
+            PENDING,
+            # fail: out of attempts, PermanentError, an outcome that cannot be stored
+            FAILED,
+            # recover: a crash under on_crash="park", or the MAX_CRASHES-th crash
+            ABANDONED,
+            # operator_discard (its worker is fenced off)
+            DISCARDED,
+        }
+    ),
+    # final: only retention deletes it
     SUCCEEDED: frozenset(),
-    # operator retry; operator discard
+    # operator_retry; operator_discard
     FAILED: frozenset({PENDING, DISCARDED}),
     ABANDONED: frozenset({PENDING, DISCARDED}),
+    # operator_retry
     DISCARDED: frozenset({PENDING}),
 }
 

@@ -694,7 +694,9 @@ class Store:
                 transaction.set_rollback(True, using=q.using)
         skipped: dict[str, int] = {}
         for reason, count in counts:
-            if action == "discard" and reason not in (states.SUCCEEDED, states.DISCARDED):
+            # A discardable status among the skipped means the job was in another one
+            # when the statement ran, and has changed since.
+            if action == "discard" and reason in states.DISCARDABLE:
                 reason = "changed"
             skipped[reason] = skipped.get(reason, 0) + count
         if scope.requested is not None:
