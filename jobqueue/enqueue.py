@@ -14,6 +14,7 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -50,8 +51,10 @@ Interceptor = Callable[
     ["Task[Any, Any]", "EnqueueOptions", Sequence[Call], Sequence[str | None]], "list[Job | None]"
 ]
 
-# Installed by jobqueue.testing.capture(), innermost last; empty outside tests.
-interceptors: list[Interceptor] = []
+# Installed by jobqueue.testing.capture(), innermost last; empty outside tests. A context
+# variable, not a global list, so that a capture sees the enqueues of its own thread (and of
+# the code run in its context: asyncio tasks, sync_to_async) and never another thread's.
+interceptors: ContextVar[tuple[Interceptor, ...]] = ContextVar("jobqueue.interceptors", default=())
 
 
 @dataclass(frozen=True)
@@ -422,10 +425,11 @@ def enqueue_calls(
             bind_arguments(task, args, kwargs)
     if not calls:
         return []
-    if interceptors:
+    installed = interceptors.get()
+    if installed:
         # jobqueue.testing.capture(): the calls are valid; it records them, and decides
         # whether they are written (by calling insert_calls) or only kept in memory.
-        return interceptors[-1](task, options, calls, keys)
+        return installed[-1](task, options, calls, keys)
     return insert_calls(task, options, calls, keys)
 
 

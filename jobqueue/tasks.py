@@ -9,7 +9,18 @@ import inspect
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    Literal,
+    ParamSpec,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    overload,
+)
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
@@ -25,6 +36,18 @@ R = TypeVar("R")
 
 _registry: dict[str, Task[Any, Any]] = {}
 MAX_NAME_LENGTH = 255  # Job.task_name
+
+
+class TaskKeywords(TypedDict, total=False):
+    """The options of ``@task(...)`` but ``takes_context``: what its overloads share."""
+
+    name: str | None
+    queue: str
+    priority: int
+    max_attempts: int | None
+    timeout: float | None
+    on_crash: str | None
+    backoff: conf.Backoff | None
 
 
 @dataclass(frozen=True)
@@ -124,7 +147,7 @@ class Task(Generic[P, R]):
         """Insert a job in the caller's transaction; visible to workers at its commit."""
         return enqueue_calls(self, self.enqueue_defaults(), [(args, kwargs)])[0]
 
-    def enqueue_many(self, calls: Iterable[Any]) -> list[Job | None]:
+    def enqueue_many(self, calls: Iterable[CallItem]) -> list[Job | None]:
         """Insert one job per item in one statement: see :meth:`BoundTask.enqueue_many`."""
         return BoundTask(self, {}).enqueue_many(calls)
 
@@ -167,7 +190,7 @@ class BoundTask(Generic[P, R]):
         """Insert one job; ``None`` if an unfinished job already holds its idempotency key."""
         return enqueue_calls(self.task, self.options, [(args, kwargs)])[0]
 
-    def enqueue_many(self, calls: Iterable[Any]) -> list[Job | None]:
+    def enqueue_many(self, calls: Iterable[CallItem]) -> list[Job | None]:
         """Insert one job per item, all in one statement.
 
         Each item is a tuple of positional arguments, a dict of keyword arguments, or a
@@ -189,6 +212,11 @@ class Call:
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     idempotency_key: str | None = None
+
+
+# One item of enqueue_many(). Its arguments are checked at run time, not by a type checker:
+# a ParamSpec cannot describe "a tuple of P's positional arguments".
+CallItem = tuple[Any, ...] | dict[str, Any] | Call
 
 
 def _as_call(item: Any) -> tuple[tuple[Any, ...], dict[str, Any], str | None]:
@@ -223,6 +251,32 @@ def _call_signature(func: Callable[..., Any], *, takes_context: bool) -> inspect
     return signature.replace(parameters=params[1:])
 
 
+# The overloads let a type checker see each task's parameters through Task[P, R], so
+# send_welcome.enqueue(42) for an ``email: str`` is reported. A takes_context=True handler's
+# first parameter is the context, which the worker passes: it is not part of P.
+@overload
+def task(
+    func: Callable[P, R], *, takes_context: Literal[False] = False, **options: Unpack[TaskKeywords]
+) -> Task[P, R]: ...
+@overload
+def task(
+    func: Callable[Concatenate[Any, P], R],
+    *,
+    takes_context: Literal[True],
+    **options: Unpack[TaskKeywords],
+) -> Task[P, R]: ...
+@overload
+def task(
+    func: None = None, *, takes_context: Literal[False] = False, **options: Unpack[TaskKeywords]
+) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+@overload
+def task(
+    func: None = None, *, takes_context: Literal[True], **options: Unpack[TaskKeywords]
+) -> Callable[[Callable[Concatenate[Any, P], R]], Task[P, R]]: ...
+@overload
+def task(  # takes_context a bool known only at run time: nothing to check against
+    func: Callable[..., Any] | None = None, *, takes_context: bool, **options: Unpack[TaskKeywords]
+) -> Any: ...
 def task(
     func: Callable[..., Any] | None = None,
     *,

@@ -1,7 +1,8 @@
 """The test kit: public API for testing code that enqueues jobs, and the jobs themselves.
 
-- :func:`capture` records every job enqueued inside a ``with`` block, through either API
-  (``@jobqueue.task`` or ``django.tasks``), with or without writing the rows;
+- :func:`capture` records every job enqueued inside a ``with`` block by the thread that
+  opened it (or in its context), through either API (``@jobqueue.task`` or
+  ``django.tasks``), with or without writing the rows;
   :meth:`Captured.assert_enqueued` and :meth:`Captured.assert_not_enqueued` check it.
 - :func:`run_jobs` runs the due jobs in the test process, one at a time, until none is
   left: retries and ``Snooze`` are honoured, and time is advanced instead of slept.
@@ -154,7 +155,12 @@ class Captured(Sequence[Enqueued]):
 
 @contextmanager
 def capture(*, write: bool = False) -> Iterator[Captured]:
-    """Record every job enqueued inside the block.
+    """Record every job enqueued inside the block, by this thread or in its context.
+
+    The capture lives in a ``ContextVar``: another thread's enqueues are never recorded,
+    and a thread started inside the block is recorded only if it runs in a copy of this
+    context (``contextvars.copy_context().run``). ``run_jobs`` needs nothing more: it
+    calls handlers in the calling thread.
 
     ``write=False`` (the default) writes nothing: each enqueue returns an unsaved ``Job``
     and no worker, nor :func:`run_jobs`, will ever see it. ``write=True`` writes the rows as
@@ -162,11 +168,15 @@ def capture(*, write: bool = False) -> Iterator[Captured]:
     Arguments and options are validated either way, exactly as outside the block.
     """
     captured = Captured(write=write)
-    enqueue.interceptors.append(captured._intercept)
+    intercept = captured._intercept
+    enqueue.interceptors.set((*enqueue.interceptors.get(), intercept))
     try:
         yield captured
     finally:
-        enqueue.interceptors.remove(captured._intercept)
+        # Removed by identity rather than by ContextVar.reset(token): the token is refused
+        # when the block ends in another context than it began (an async fixture's teardown),
+        # and captures closed out of order still leave the others installed.
+        enqueue.interceptors.set(tuple(i for i in enqueue.interceptors.get() if i is not intercept))
 
 
 def task_name(task: Any) -> str:

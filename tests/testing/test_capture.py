@@ -1,16 +1,31 @@
 """jobqueue.testing.capture(): record enqueues, with or without rows, and assert on them."""
 
+import contextvars
 import datetime as dt
+import threading
 
 import pytest
-from django.db import transaction
+from django.db import connections, transaction
 
+from jobqueue import task
 from jobqueue.models import Job
 from jobqueue.tasks import Call
-from jobqueue.testing import capture
+from jobqueue.testing import capture, run_jobs
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db
+
+
+@task
+def fan_out(count):
+    for i in range(count):
+        tasks.add.enqueue(i, i)
+
+
+@task
+async def async_fan_out(count):
+    for i in range(count):
+        tasks.add.enqueue(i, i)
 
 
 def test_without_write_nothing_is_written_and_unsaved_jobs_come_back():
@@ -99,3 +114,86 @@ def test_captures_nest_and_stop_at_the_end_of_the_block():
     assert [e.args for e in outer] == [(1, 2)]
     assert [e.args for e in inner] == [(3, 4)]
     assert sorted(Job.objects.values_list("args", flat=True)) == [[3, 4], [5, 6]]
+
+
+def in_thread(target, *args, context=None):
+    """Start ``target(*args)`` in a new thread (in ``context``, if given): the thread and
+    the list of what it raised."""
+    raised = []
+
+    def body():
+        try:
+            if context is None:
+                target(*args)
+            else:
+                context.run(target, *args)
+        except BaseException as exc:
+            raised.append(exc)
+        finally:
+            connections.close_all()  # the thread's own connection, opened by an enqueue
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    return thread, raised
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_capture_does_not_see_the_enqueues_of_another_thread():
+    capturing, enqueued_there = threading.Event(), threading.Event()
+
+    def enqueue_for_real():
+        assert capturing.wait(10)
+        try:
+            tasks.add.enqueue(1, 2)  # this thread has no capture: the row is written
+        finally:
+            enqueued_there.set()
+
+    thread, raised = in_thread(enqueue_for_real)
+    with capture() as enqueued:
+        capturing.set()
+        assert enqueued_there.wait(10)
+        tasks.add.enqueue(3, 4)
+    thread.join(10)
+    assert raised == []
+    assert [e.args for e in enqueued] == [(3, 4)]
+    assert list(Job.objects.values_list("args", flat=True)) == [[1, 2]]
+
+
+def test_captures_in_two_threads_at_once_each_record_their_own_and_nest():
+    both_open = threading.Barrier(2, timeout=10)
+    seen = {}
+
+    def capture_here(label, a):
+        with capture() as outer:
+            both_open.wait()  # both captures are open before either thread enqueues
+            tasks.add.enqueue(a, a)
+            with capture() as inner:
+                tasks.add.enqueue(a, -a)
+            both_open.wait()  # and stay open until both threads have enqueued
+        seen[label] = ([e.args for e in outer], [e.args for e in inner])
+
+    thread, raised = in_thread(capture_here, "there", 2)
+    capture_here("here", 1)
+    thread.join(10)
+    assert raised == []
+    assert seen == {"here": ([(1, 1)], [(1, -1)]), "there": ([(2, 2)], [(2, -2)])}
+    assert not Job.objects.exists()
+
+
+def test_a_thread_run_in_a_copy_of_the_context_is_captured():
+    with capture() as enqueued:
+        thread, raised = in_thread(tasks.add.enqueue, 5, 6, context=contextvars.copy_context())
+        thread.join(10)
+    assert raised == []
+    assert [e.args for e in enqueued] == [(5, 6)]
+
+
+def test_the_enqueues_of_jobs_run_inside_a_capture_are_captured():
+    # run_jobs() calls handlers in the test's thread; asyncio.run() gives an async handler
+    # a copy of that thread's context, capture included.
+    fan_out.enqueue(2)
+    async_fan_out.enqueue(1)
+    with capture() as enqueued:
+        run = run_jobs()
+    assert len(run.succeeded) == 2
+    assert sorted(e.args for e in enqueued) == [(0, 0), (0, 0), (1, 1)]

@@ -1,0 +1,99 @@
+"""Right and wrong calls of typed tasks, for mypy in the lint job; never imported or run.
+
+Every wrong call carries ``# type: ignore[<code>]``. mypy runs with ``warn_unused_ignores``,
+so an ignore that covers no error fails the check: a wrong call that mypy stopped reporting
+(say, ``@task`` typed ``Any`` again) fails as surely as a right call that it reports.
+"""
+
+from collections.abc import Coroutine
+from typing import Any, assert_type
+
+from jobqueue import task
+from jobqueue.models import Job
+from jobqueue.tasks import Call, Task
+
+
+@task
+def send_welcome(email: str) -> None: ...
+
+
+@task(queue="emails", max_attempts=5, priority=10)
+def add(a: int, b: int = 0) -> int:
+    return a + b
+
+
+@task(takes_context=True, timeout=30)
+def build_feed(ctx: Any, shop_id: int) -> dict[str, int]:
+    return {"shop": shop_id}
+
+
+@task
+async def fetch(url: str) -> bytes:
+    return url.encode()
+
+
+def handler(email: str) -> None: ...
+
+
+# -- bare @task: the function's parameters ------------------------------------------------
+
+welcome: Task[[str], None] = send_welcome
+assert_type(send_welcome.enqueue("ada@example.com"), Job | None)
+send_welcome.enqueue(email="ada@example.com")
+send_welcome.enqueue(42)  # type: ignore[arg-type]
+send_welcome.enqueue(email=42)  # type: ignore[arg-type]
+send_welcome.enqueue()  # type: ignore[call-arg]
+send_welcome.enqueue("ada@example.com", "grace@example.com")  # type: ignore[call-arg]
+send_welcome.enqueue(mail="ada@example.com")  # type: ignore[call-arg]
+
+# -- @task(...) with options ---------------------------------------------------------------
+
+add.enqueue(1)
+add.enqueue(1, b=2)
+add.enqueue("1")  # type: ignore[arg-type]
+add.enqueue(1, b="2")  # type: ignore[arg-type]
+assert_type(add(1, 2), int)  # called directly, it runs here
+add("1")  # type: ignore[arg-type]
+assert_type(task(handler, queue="emails").enqueue("ada@example.com"), Job | None)  # a call
+task(handler, queue="emails").enqueue(42)  # type: ignore[arg-type]
+
+
+@task(priority="high")  # type: ignore[call-overload]
+def bad_option() -> None: ...
+
+
+# -- .using(...): the same parameters --------------------------------------------------------
+
+assert_type(add.using(delay=60).enqueue(1, 2), Job | None)
+add.using(delay=60).enqueue("1")  # type: ignore[arg-type]
+add.using(priority=1).using(queue="other").enqueue(1, b="2")  # type: ignore[arg-type]
+add.using(delay="soon")  # type: ignore[arg-type]
+
+# -- enqueue_many: items are tuples, dicts or Calls, their arguments checked at run time ----
+
+assert_type(add.enqueue_many([(1, 2), {"a": 3}, Call((4,))]), list[Job | None])
+add.using(queue="other").enqueue_many([(1, 2)])
+add.enqueue_many([[1, 2]])  # type: ignore[list-item]
+
+# -- takes_context=True: the context is the worker's, not an enqueue argument ---------------
+
+feed: Task[[int], dict[str, int]] = build_feed
+build_feed.enqueue(7)
+build_feed.using(delay=5).enqueue(shop_id=7)
+build_feed.enqueue("7")  # type: ignore[arg-type]
+build_feed.enqueue(1, 7)  # type: ignore[call-arg]
+
+
+@task(takes_context=True)  # type: ignore[arg-type]
+def no_context() -> None: ...  # a context task needs a first parameter for the context
+
+
+# takes_context known only at run time: the task is not checked, and not refused either.
+flag = bool(len(__name__))
+assert_type(task(takes_context=flag), Any)
+
+# -- async def handlers --------------------------------------------------------------------
+
+fetching: Task[[str], Coroutine[Any, Any, bytes]] = fetch
+fetch.enqueue("https://example.com")
+fetch.enqueue(b"https://example.com")  # type: ignore[arg-type]
