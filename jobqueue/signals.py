@@ -1,9 +1,13 @@
 """Signals a project can connect to. Each is sent after the database change it reports."""
 
+import logging
 from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 from django.db import transaction
 from django.dispatch import Signal
+
+logger = logging.getLogger("jobqueue")
 
 # New jobs became visible to workers (the enqueueing transaction committed), or jobs an
 # operator retried did (its transaction committed). Arguments: queue, database.
@@ -24,6 +28,32 @@ jobs_retried = Signal()
 # using.
 jobs_discarded = Signal()
 
+# One recovery statement applied the crash policy to running jobs whose worker is gone (lease
+# expiry, a supervisor that saw its child die, a worker stopping with jobs unfinished).
+# Arguments: jobs (a list of RecoveredJob), reason, worker (None for lease expiry: the jobs
+# of any worker), using. Sent once the statement commits; see send_at_commit.
+jobs_recovered = Signal()
+
+# A worker handed back jobs it had claimed ahead and never started. Arguments: job_ids,
+# worker, reason, using.
+jobs_handed_back = Signal()
+
+# Retention pruning deleted finished jobs. Arguments: deleted (status -> count, only the
+# statuses with rows deleted), using.
+jobs_pruned = Signal()
+
+
+class RecoveredJob(NamedTuple):
+    """One job in ``jobs_recovered``."""
+
+    id: int
+    task_name: str
+    queue: str
+    status: str  # its new status: "pending" or "abandoned"
+    # Its handler had started, so a crash was counted (and an error entry written). A job
+    # claimed ahead and never started goes back to pending with crashed False.
+    crashed: bool
+
 
 def send_jobs_committed_at_commit(queues: Iterable[str], database: str) -> None:
     """Send ``jobs_committed`` for each of ``queues`` once the transaction open on
@@ -41,3 +71,25 @@ def send_jobs_committed_at_commit(queues: Iterable[str], database: str) -> None:
 
     if names:
         transaction.on_commit(send, using=database)
+
+
+def send_at_commit(signal: Signal, sender: Any, using: str, **kwargs: Any) -> None:
+    """Send ``signal`` with ``using`` and ``kwargs`` once the transaction open on ``using``
+    commits: at once in autocommit, as a worker runs its statements; never if it rolls
+    back. A receiver that counts or reacts sees only what happened.
+
+    Each receiver runs even if another raises; a failure is logged, not raised: the change
+    is written, and the worker's maintenance, its shutdown or the supervisor that made it
+    must not fail because a receiver did.
+    """
+
+    def send() -> None:
+        for receiver, result in signal.send_robust(sender=sender, using=using, **kwargs):
+            if isinstance(result, Exception):
+                logger.error(
+                    "signal receiver %r raised; what it was told of is written all the same",
+                    receiver,
+                    exc_info=result,
+                )
+
+    transaction.on_commit(send, using=using)

@@ -513,10 +513,22 @@ class Store:
         """
         return self._held("renew_leases", worker, tokens)
 
-    def unclaim(self, worker: str, tokens: list[str]) -> set[int]:
+    def unclaim(self, worker: str, tokens: list[str], reason: str = "held unstarted") -> set[int]:
         """running -> pending for jobs claimed ahead and never started: no attempt spent, no
-        crash counted. Returns the ids handed back; a job missing has lost its lease."""
-        return self._held("unclaim", worker, tokens)
+        crash counted. Returns the ids handed back; a job missing has lost its lease.
+
+        ``reason`` says why, for ``jobs_handed_back``."""
+        returned = self._held("unclaim", worker, tokens)
+        if returned:
+            signals.send_at_commit(
+                signals.jobs_handed_back,
+                sender=Store,
+                using=self.queries.using,
+                job_ids=sorted(returned),
+                worker=worker,
+                reason=reason,
+            )
+        return returned
 
     def _held(self, statement: str, worker: str, tokens: list[str]) -> set[int]:
         # A fenced write to the jobs of one worker, by token; the ids it matched.
@@ -580,22 +592,31 @@ class Store:
                 **q.clock(),
             },
         )
-        unstarted = 0
-        for job_id, task_name, status, last_error, started in rows:
-            if not started:
-                unstarted += 1
-                continue
-            log = logger.error if status == states.ABANDONED else logger.warning
-            log("job %s (%s) recovered as %s: %s", job_id, task_name, status, last_error)
+        jobs: list[signals.RecoveredJob] = []
+        for job_id, task_name, queue, status, last_error, started in rows:
+            jobs.append(signals.RecoveredJob(job_id, task_name, queue, status, bool(started)))
+            if started:
+                log = logger.error if status == states.ABANDONED else logger.warning
+                log("job %s (%s) recovered as %s: %s", job_id, task_name, status, last_error)
+        unstarted = [str(job.id) for job in jobs if not job.crashed]
         if unstarted:
             logger.info(
                 "%s %s job(s) claimed ahead and never started went back to pending, with no "
                 "crash counted: %s",
                 reason,
-                unstarted,
-                ", ".join(str(row[0]) for row in rows if not row[4]),
+                len(unstarted),
+                ", ".join(unstarted),
             )
-        return [(job_id, task_name, status) for job_id, task_name, status, _, _ in rows]
+        if jobs:
+            signals.send_at_commit(
+                signals.jobs_recovered,
+                sender=Store,
+                using=q.using,
+                jobs=jobs,
+                reason=reason,
+                worker=worker,
+            )
+        return [(job.id, job.task_name, job.status) for job in jobs]
 
     def reap_workers(self) -> int:
         """Delete worker rows with no heartbeat for a whole ``LEASE``."""
@@ -625,31 +646,38 @@ class Store:
         deleted: dict[str, int] = {}
         budget = max_batches
         self.more_to_prune = False
-        for status, age in self.settings.retention.items():
-            if age is None:
-                continue
-            total = 0
-            while True:
-                if budget is not None:
-                    if budget == 0:
-                        self.more_to_prune = True
+        try:
+            for status, age in self.settings.retention.items():
+                if age is None:
+                    continue
+                deleted[status] = 0
+                while True:
+                    if budget is not None:
+                        if budget == 0:
+                            self.more_to_prune = True
+                            break
+                        budget -= 1
+                    count = self.queries.execute(
+                        "prune",
+                        {
+                            "status": status,
+                            "age": age,
+                            "batch": PRUNE_BATCH,
+                            **self.queries.clock(cutoff=-age),
+                        },
+                    )
+                    deleted[status] += count
+                    if count < PRUNE_BATCH:
                         break
-                    budget -= 1
-                count = self.queries.execute(
-                    "prune",
-                    {
-                        "status": status,
-                        "age": age,
-                        "batch": PRUNE_BATCH,
-                        **self.queries.clock(cutoff=-age),
-                    },
+                if deleted[status]:
+                    logger.info("pruned %s %s job(s) older than %g s", deleted[status], status, age)
+        finally:
+            # Also when a batch fails: each batch before it is its own committed statement.
+            pruned = {status: count for status, count in deleted.items() if count}
+            if pruned:
+                signals.send_at_commit(
+                    signals.jobs_pruned, sender=Store, using=self.queries.using, deleted=pruned
                 )
-                total += count
-                if count < PRUNE_BATCH:
-                    break
-            deleted[status] = total
-            if total:
-                logger.info("pruned %s %s job(s) older than %g s", total, status, age)
         return deleted
 
     # -- operator side ----------------------------------------------------------------

@@ -443,7 +443,7 @@ class Worker:
 
     def _unclaim(self, tokens: list[str], why: str) -> None:
         try:
-            returned = self.store.unclaim(self.id, tokens)
+            returned = self.store.unclaim(self.id, tokens, why)
         except Exception as exc:
             # Still this worker's: their leases run out and recovery returns them.
             if not self.health.failed(exc, "handing back held jobs"):

@@ -300,7 +300,7 @@ FROM (
     FOR UPDATE OF candidate SKIP LOCKED
 ) AS lost
 WHERE job.id = lost.id AND job.status = 'running'
-RETURNING job.id, job.task_name, job.status, job.last_error, lost.started;
+RETURNING job.id, job.task_name, job.queue, job.status, job.last_error, lost.started;
 
 -- name: reap_workers
 -- Forget workers that have not renewed for a whole lease; their jobs are recovered above.

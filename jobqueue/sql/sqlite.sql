@@ -272,7 +272,7 @@ FROM (
                     OR candidate.token IN (SELECT value FROM json_each(%(tokens)s)))))
 ) AS lost
 WHERE jobqueue_job.id = lost.id AND jobqueue_job.status = 'running'
-RETURNING id, task_name, status, last_error, typeof(started_at) <> 'null';
+RETURNING id, task_name, queue, status, last_error, typeof(started_at) <> 'null';
 
 -- name: reap_workers
 -- Forget workers that have not renewed for a whole lease; their jobs are recovered above.

@@ -10,6 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from bench.counting import StatementCounter
+from jobqueue import signals
 from jobqueue.models import Job
 from jobqueue.runtime.worker import EXIT_OK, EXIT_STUCK, Worker
 from jobqueue.sql import load
@@ -257,6 +258,10 @@ def test_a_job_held_too_long_is_handed_back_unspent(tmp_path, monkeypatch):
     tasks.add.enqueue(1, 1)
     tasks.block_until.enqueue(str(gate))
     held = tasks.add.enqueue(2, 2)
+    handed_back = []
+    signals.jobs_handed_back.connect(
+        lambda sender, **kwargs: handed_back.append(kwargs), weak=False, dispatch_uid="t-held"
+    )
     worker, thread = start_worker(concurrency=1, prefetch=1)
     try:
         wait_for(lambda: Execution.objects.filter(label="block:start").exists(), message="start")
@@ -265,7 +270,18 @@ def test_a_job_held_too_long_is_handed_back_unspent(tmp_path, monkeypatch):
         row = Job.objects.get(pk=held.pk)
         assert (row.attempts, row.crashes, row.worker, row.token) == (0, 0, None, None)
         assert worker.executor.load() == (1, 0)
+        wait_for(lambda: handed_back, message="jobs_handed_back")
+        assert handed_back == [
+            {
+                "signal": signals.jobs_handed_back,
+                "job_ids": [held.pk],
+                "worker": worker.id,
+                "reason": "held for over 0.2 s",
+                "using": "default",
+            }
+        ]
     finally:
+        signals.jobs_handed_back.disconnect(dispatch_uid="t-held")
         gate.touch()
         worker.stop()
         thread.join(20)
