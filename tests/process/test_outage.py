@@ -97,11 +97,15 @@ def test_a_worker_started_while_the_database_is_away_waits_for_it(start_worker, 
     pg_ctl("stop")
     try:
         worker = start_worker()
-        wait_for(
-            lambda: "database unavailable" in worker.output(),
-            timeout=30,
-            message="the worker to meet the outage",
-        )
+        if not BEHIND_PGBOUNCER:
+            wait_for(
+                lambda: "database unavailable" in worker.output(),
+                timeout=30,
+                message="the worker to meet the outage",
+            )
+        # Behind PgBouncer its first statement may instead wait in the pooler's queue until
+        # the server is back (query_wait_timeout): it then sees no outage at all. Either
+        # way it must still be there, waiting.
         time.sleep(min(OUTAGE, 3.0))  # a few of its retries, backing off
         assert worker.proc.poll() is None, worker.output()
     finally:
@@ -114,7 +118,9 @@ def test_a_worker_started_while_the_database_is_away_waits_for_it(start_worker, 
         message="the job to run once the worker has registered",
     )
     log = worker.output()
-    assert log.count("database unavailable (") == 1, log
-    assert "while registering at start-up" in log
-    assert "database is back after" in log
+    assert worker.proc.poll() is None, log
+    if not BEHIND_PGBOUNCER:
+        assert log.count("database unavailable (") == 1, log
+        assert "while registering at start-up" in log
+        assert "database is back after" in log
     assert log.count("Traceback") == 0, log
