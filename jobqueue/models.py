@@ -122,3 +122,37 @@ class QueueSummary(Job):
         verbose_name = "queue"
         verbose_name_plural = "queues"
         default_permissions = ()
+
+
+class Schedule(models.Model):
+    """The shared state of one ``JOBQUEUE["SCHEDULES"]`` entry, whose definition lives in
+    settings. Every worker evaluates the schedules on its own timer; the one whose
+    compare-and-set advances ``next_tick`` from the value it read enqueues that tick, so a
+    tick runs once however many workers and hosts race for it.
+
+    A row is created (with ``next_tick`` the first tick after that moment) the first time a
+    worker sees the entry, so a new schedule never runs for ticks before it existed.
+    """
+
+    name = models.CharField(max_length=200, primary_key=True)
+    # The definition the next tick was computed from ("cron 0 3 * * * Europe/Berlin",
+    # "every 30"): a changed definition in settings recomputes ``next_tick`` from now.
+    definition = models.CharField(max_length=300)
+    next_tick = models.DateTimeField()
+    last_tick = models.DateTimeField(null=True, blank=True)
+    # The job enqueued for ``last_tick`` (or by "run now"); not a foreign key: retention
+    # prunes jobs, and the schedule's state outlives them.
+    last_job_id = models.BigIntegerField(null=True, blank=True)
+    # Ticks that found the previous run unfinished, and so enqueued nothing.
+    skipped = models.PositiveIntegerField(default=0)
+    last_skipped_at = models.DateTimeField(null=True, blank=True)
+    # Paused by an operator: ticks pass (and advance) without enqueuing, on every host.
+    paused = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
