@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bench import procfs
 from bench.report import Table, number, progress, ratio, spread
 from bench.systems.base import REPO
 from bench.workloads import BenchError
@@ -276,14 +277,11 @@ def _server_cpu() -> float | None:
     """CPU seconds spent so far by the postgres processes on this host and the backends
     that have ended, None if no postgres process runs here."""
     ticks, found = 0, False
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/comm") as comm:
-                if comm.read().strip() != "postgres":
-                    continue
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:  # gone meanwhile, or not ours to read
+    for pid in procfs.pids():
+        if procfs.command(pid) != "postgres":
+            continue
+        fields = procfs.stat(pid)
+        if fields is None:  # gone meanwhile
             continue
         ticks += sum(int(field) for field in fields[11:15])  # utime, stime, cutime, cstime
         found = True

@@ -1,12 +1,14 @@
 """The bench: its database guard and report, then its runs at a tiny N, jobqueue only. The
 figures are not checked here: speed is measured by bench/, never asserted in a test."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from bench import database, floor, report
+from bench import database, floor, procfs, report
 from bench.workloads import Row
 from tests.conftest import REPO
 
@@ -88,6 +90,21 @@ def test_the_soak_refuses_a_database_without_soak_before_connecting():
     said = refusal("soak.py", "--database-url", f"{NO_SERVER}/jobqueue_bench")
     assert "refusing to use database 'jobqueue_bench': the soak drops it" in said
     assert "must contain 'soak'" in said
+
+
+# -- /proc -----------------------------------------------------------------------------
+
+
+def test_proc_gives_a_process_its_command_and_parent_and_nothing_once_it_is_reaped():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert child.pid in procfs.pids()
+        assert procfs.command(child.pid) == Path(sys.executable).name[:15]  # as the kernel cuts
+        assert procfs.stat(child.pid)[1] == str(os.getpid())
+    finally:
+        child.kill()
+        child.wait()
+    assert procfs.stat(child.pid) is None and procfs.command(child.pid) is None
 
 
 # -- the report -----------------------------------------------------------------------
