@@ -28,7 +28,7 @@ WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9")
 # Workloads with a table of their own, of jobqueue alone (W8's raw-100 row is the driver's
 # code run in the bench process), on PostgreSQL only.
 ALONE = ("W6", "W8", "W9")
-QUICK = {  # --quick: about 3 minutes
+QUICK = {  # --quick: about 3-4 minutes
     "jobs": 2_000,
     "slow_jobs": 300,
     "count_jobs": 200,
@@ -74,7 +74,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="the bench database; its tables are dropped, so its name must contain 'bench' "
         f"(default: {', '.join(f'{k}: {v}' for k, v in URLS.items())})",
     )
-    parser.add_argument("--quick", action="store_true", help=f"about 3 minutes: {QUICK}")
+    parser.add_argument("--quick", action="store_true", help=f"about 3-4 minutes: {QUICK}")
     parser.add_argument("--jobs", type=int, default=10_000, help="jobs per W1-W3 run")
     parser.add_argument(
         "--slow-jobs", type=int, default=2_000, help="jobs per W3 drain of the slow peers"
