@@ -1,25 +1,19 @@
-"""How fast the admin renders with 100,000 jobs: ``python bench/admin_changelist.py``.
+"""W9: how fast the admin renders with many jobs: ``python bench/run.py --only W9``.
 
-Loads ``--jobs`` rows (a realistic mix: mostly succeeded, some failed, a few abandoned, over
-several queues and tasks) into a PostgreSQL database whose name must contain ``bench``
-(default ``postgres://postgres@127.0.0.1:5432/jq_admin_bench``, created if missing; its job
-table is emptied first), ``ANALYZE``s it, then renders each admin page through Django's test
-client ``--repeat`` times and prints the median, min and max time and the statement count.
-A benchmark, not a test: nothing here fails on a slow machine.
+Loads ``--admin-jobs`` rows (a realistic mix: mostly succeeded, some failed, a few
+abandoned, over several queues and tasks) into the bench database's emptied job table,
+``ANALYZE``s it, then renders each admin page through Django's test client
+``--admin-renders`` times: the median, min and max time and the statement count of each.
+PostgreSQL only. A benchmark, not a test: nothing here fails on a slow machine.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
-import sys
 import time
-from pathlib import Path
-from urllib.parse import urlsplit
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/jq_admin_bench"
+from bench.report import Table, number, progress
+from bench.workloads import BenchError
 
 # One INSERT for every row: statuses, queues and tasks cycle so that each filter has work.
 LOAD = """
@@ -57,71 +51,58 @@ PAGES = [
 ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url", default=DEFAULT_URL, help=f"default: {DEFAULT_URL}")
-    parser.add_argument("--jobs", type=int, default=100_000, help="rows to load (100000)")
-    parser.add_argument("--repeat", type=int, default=7, help="renders per page (7)")
-    args = parser.parse_args()
-    name = urlsplit(args.database_url).path.lstrip("/")
-    if "bench" not in name:
-        parser.error(f"refusing database {name!r}: its name must contain 'bench'")
-    create_database(args.database_url, name)
+def admin_pages(jobs: int, renders: int) -> Table:
+    """Every page of :data:`PAGES` on a table of ``jobs`` rows; the W9 table."""
+    from django.test.utils import setup_test_environment, teardown_test_environment
 
-    sys.path[:0] = [str(REPO), str(REPO / "testproject")]
-    os.environ["DATABASE_URL"] = args.database_url
-    os.environ["DEBUG"] = "false"  # debug mode records every statement
-    os.environ["DJANGO_SETTINGS_MODULE"] = "testproject.settings"
-    import django
-
-    django.setup()
-    load(args.jobs)
-    rows = measure(args.repeat)
-    print(f"\nadmin pages, {args.jobs:,} jobs, PostgreSQL {name}, {args.repeat} renders each\n")
-    print(f"{'page':<28} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'queries':>8}")
-    for page, times, queries in rows:
-        print(
-            f"{page:<28} {statistics.median(times):>10.1f} {min(times):>8.1f} "
-            f"{max(times):>8.1f} {queries:>8}"
-        )
-
-
-def create_database(url: str, name: str) -> None:
-    import psycopg
-
-    parts = urlsplit(url)
-    admin_url = parts._replace(path="/postgres").geturl()
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
+    _load(jobs)
+    setup_test_environment()  # the test client needs it to render templates as in a test
+    try:
+        rows = _render(renders)
+    finally:
+        teardown_test_environment()  # the bench process goes on with its own settings
+    return Table(
+        key="W9",
+        title=f"admin pages with {jobs:,} jobs",
+        intro=f"Each page rendered {renders} times after one to warm up, through Django's "
+        "test client; its statements counted on one more render, with the cache cleared.",
+        headings=["page", "median ms", "min ms", "max ms", "queries"],
+        rows=[
+            [
+                page,
+                number(statistics.median(times), "ms"),
+                number(min(times), "ms"),
+                number(max(times), "ms"),
+                str(queries),
+            ]
+            for page, times, queries in rows
+        ],
+    )
 
 
-def load(jobs: int) -> None:
+def _load(jobs: int) -> None:
     from django.contrib.auth.models import User
-    from django.core.management import call_command
     from django.db import connection
 
-    call_command("migrate", verbosity=0)
     started = time.perf_counter()
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE jobqueue_job RESTART IDENTITY")
         cursor.execute(LOAD, {"jobs": jobs})
         cursor.execute("ANALYZE jobqueue_job")
-    print(f"loaded {jobs:,} jobs in {time.perf_counter() - started:.1f} s")
+    progress(f"W9: loaded {jobs:,} jobs in {time.perf_counter() - started:.1f} s")
     if not User.objects.filter(username="bench").exists():
         User.objects.create_superuser("bench", "bench@example.com", "bench")
 
 
-def measure(repeat: int) -> list[tuple[str, list[float], int]]:
+def _render(renders: int) -> list[tuple[str, list[float], int]]:
     from django.contrib.auth.models import User
     from django.core.cache import cache
     from django.db import connection
     from django.test import Client
-    from django.test.utils import CaptureQueriesContext, setup_test_environment
+    from django.test.utils import CaptureQueriesContext
 
     from jobqueue.models import Job
 
-    setup_test_environment()  # the test client needs it to render templates as in a test
     client = Client()
     client.force_login(User.objects.get(username="bench"))
     job = Job.objects.filter(status="failed").values_list("pk", flat=True).first()
@@ -129,9 +110,10 @@ def measure(repeat: int) -> list[tuple[str, list[float], int]]:
     for page, url in PAGES:
         url = url.format(job=job)
         response = client.get(url)  # warm up: templates, the notice's cached count
-        assert response.status_code == 200, (url, response.status_code)
+        if response.status_code != 200:
+            raise BenchError(f"{url} answered {response.status_code}")
         times = []
-        for _ in range(repeat):
+        for _ in range(renders):
             started = time.perf_counter()
             client.get(url)
             times.append((time.perf_counter() - started) * 1000)
@@ -139,8 +121,5 @@ def measure(repeat: int) -> list[tuple[str, list[float], int]]:
             cache.clear()  # count the notice's query too
             client.get(url)
         rows.append((page, times, len(queries)))
+        progress(f"W9 {page}: {statistics.median(times):.1f} ms, {len(queries)} queries")
     return rows
-
-
-if __name__ == "__main__":
-    main()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from bench import procfs
 from bench.systems.base import REPO
 
 
@@ -26,33 +27,22 @@ class Process:
 
     @classmethod
     def of(cls, pid: int) -> Process | None:
-        stat = _stat(pid)
+        stat = procfs.stat(pid)
         return None if stat is None else cls(pid, int(stat[19]))
 
     def alive(self) -> bool:
-        stat = _stat(self.pid)
+        stat = procfs.stat(self.pid)
         # An orphan nobody reaps stays a zombie: it has exited all the same.
         return stat is not None and int(stat[19]) == self.started and stat[0] != "Z"
-
-
-def _stat(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name: state, ppid, ... (starttime at 19)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rindex(")") + 2 :].split()
 
 
 def children(parent: int) -> list[Process]:
     """The live child processes of ``parent``, from /proc."""
     found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        stat = _stat(int(entry.name))
+    for pid in procfs.pids():
+        stat = procfs.stat(pid)
         if stat is not None and stat[0] != "Z" and int(stat[1]) == parent:
-            found.append(Process(int(entry.name), int(stat[19])))
+            found.append(Process(pid, int(stat[19])))
     return found
 
 

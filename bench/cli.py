@@ -14,8 +14,8 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-import environ
-
+from bench import database
+from bench.report import progress
 from bench.systems.base import REPO
 
 URLS = {
@@ -24,8 +24,11 @@ URLS = {
 }
 T = TypeVar("T")
 ATTEMPTS = 3  # per run of a workload on a system
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W7")
-QUICK = {  # --quick: about 3 minutes
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9")
+# Workloads with a table of their own, of jobqueue alone (W8's raw-100 row is the driver's
+# code run in the bench process), on PostgreSQL only.
+ALONE = ("W6", "W8", "W9")
+QUICK = {  # --quick: about 3-4 minutes
     "jobs": 2_000,
     "slow_jobs": 300,
     "count_jobs": 200,
@@ -34,7 +37,29 @@ QUICK = {  # --quick: about 3 minutes
     "idle_seconds": 20.0,
     "idle_windows": 1,
     "idle_settle": 5.0,
+    "large_finished": 100_000,
+    "large_jobs": 2_000,
+    "floor_jobs": 5_000,
+    "admin_jobs": 10_000,
+    "admin_renders": 3,
 }
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer of ``low`` or more."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low:,}, not {value:,}")
+        return value
+
+    return parse
+
+
+positive = at_least(1)
+# W9 renders page 100 of the changelist, whose pages have 50 jobs (JobAdmin.list_per_page).
+ADMIN_MIN_JOBS = 100 * 50
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -49,7 +74,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="the bench database; its tables are dropped, so its name must contain 'bench' "
         f"(default: {', '.join(f'{k}: {v}' for k, v in URLS.items())})",
     )
-    parser.add_argument("--quick", action="store_true", help=f"about 3 minutes: {QUICK}")
+    parser.add_argument("--quick", action="store_true", help=f"about 3-4 minutes: {QUICK}")
     parser.add_argument("--jobs", type=int, default=10_000, help="jobs per W1-W3 run")
     parser.add_argument(
         "--slow-jobs", type=int, default=2_000, help="jobs per W3 drain of the slow peers"
@@ -74,7 +99,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=["jobqueue", "procrastinate", "pgqueuer", "django-tasks-db", "raw-1", "raw-100"],
         help="peers need PostgreSQL: on SQLite only jobqueue runs",
     )
-    parser.add_argument("--only", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=WORKLOADS,
+        default=list(WORKLOADS),
+        help="these workloads (W6 a large table, W8 the drain floor, W9 the admin's pages: "
+        "jobqueue alone, PostgreSQL only)",
+    )
     parser.add_argument(
         "--prepared",
         action="store_true",
@@ -82,8 +114,36 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "in the Django projects, jobqueue's and django-tasks-db's, as the peers that use "
         "psycopg directly have them by default; the report goes to <date>-<host>-prepared.md",
     )
+    large = parser.add_argument_group("W6: a large table")
+    large.add_argument(
+        "--large-finished", type=positive, default=1_000_000, help="finished rows retained"
+    )
+    large.add_argument("--large-jobs", type=positive, default=5_000, help="jobs per drain")
+    large.add_argument(
+        "--large-concurrency", type=positive, default=16, help="the draining worker's slots"
+    )
+    floor = parser.add_argument_group("W8: the drain floor")
+    floor.add_argument("--floor-jobs", type=positive, default=20_000, help="jobs per drain")
+    floor.add_argument(
+        "--floor-connections",
+        type=positive,
+        nargs="+",
+        default=[1, 4],
+        help="connections each drain but the worker's runs on, one at a time",
+    )
+    admin = parser.add_argument_group("W9: the admin's pages")
+    admin.add_argument(
+        "--admin-jobs",
+        type=at_least(ADMIN_MIN_JOBS),
+        default=100_000,
+        help=f"jobs in the table, at least {ADMIN_MIN_JOBS:,} (for page 100)",
+    )
+    admin.add_argument("--admin-renders", type=positive, default=7, help="timed renders per page")
     parser.add_argument(
-        "--output", type=Path, help="report file (default: bench/results/<date>-<host>.md)"
+        "--output",
+        type=Path,
+        help="report file (default: bench/results/<date>-<host>.md; "
+        "<date>-<host>-W8.md and the like with --only)",
     )
     parser.add_argument("--no-write", action="store_true", help="print the report only")
     args = parser.parse_args(argv)
@@ -97,35 +157,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def prepare_database(url: str) -> None:
     """Point every process at the bench database, creating it on PostgreSQL if missing."""
-    config = environ.Env.db_url_config(url)
-    name = str(config["NAME"])
-    if "bench" not in Path(name).name:
-        sys.exit(
-            f"refusing to use database {name!r}: the bench drops its tables, so its "
-            "name must contain 'bench'"
-        )
-    os.environ["DATABASE_URL"] = url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
-    if config["ENGINE"] != "django.db.backends.postgresql":
-        return
-    import psycopg
-    from psycopg import sql
-
-    server = {
-        "dbname": "postgres",
-        "host": config.get("HOST") or None,
-        "port": config.get("PORT") or None,
-        "user": config.get("USER") or None,
-        "password": config.get("PASSWORD") or None,
-    }
-    with psycopg.connect(**server, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
-        if not exists:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    config = database.checked(url, "bench", "the bench drops its tables")
+    database.use(url, "bench.settings")
+    if config["ENGINE"] == database.POSTGRESQL:
+        database.create(config)
 
 
 def again_on_error(what: str, block: Callable[[], T], retried: list[str]) -> T:
@@ -157,13 +192,16 @@ def main(argv: list[str] | None = None) -> None:
     django.setup()
     from django.db import connection
 
-    from bench import idle, report, systems, workloads
+    from bench import admin_changelist, floor, idle, large_table, report, systems, workloads
     from bench.serverlog import ServerLog
     from bench.systems import peers
 
     available = systems.available()
+    compared = bool(set(args.only) - set(ALONE))  # any workload with the systems side by side
     if connection.vendor != "postgresql":
         args.systems = ["jobqueue"]
+    elif not compared:  # no peer takes part: none is set up
+        args.systems = [name for name in args.systems if name == "jobqueue"]
     unknown = set(args.systems) - set(available)
     if unknown:
         sys.exit(f"unknown system(s) {', '.join(sorted(unknown))}; known: {', '.join(available)}")
@@ -186,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
         if log is None:
             progress("cannot read the PostgreSQL server log: no W5, no server-counted W7")
     else:
-        progress("SQLite: no W5, no server-counted W7")
+        progress("SQLite: no W5, W6, W8 or W9, no server-counted W7")
 
     measured: list[report.Measured] = []
     retried: list[str] = []
@@ -241,11 +279,28 @@ def main(argv: list[str] | None = None) -> None:
                     )
             counted.append(result)
 
+    tables: list[report.Table] = []
+    alone = {
+        "W6": lambda: large_table.large_table(
+            args.large_finished, args.large_jobs, args.large_concurrency, args.repeat
+        ),
+        "W8": lambda: floor.floor(args.floor_jobs, args.floor_connections, args.repeat),
+        "W9": lambda: admin_changelist.admin_pages(args.admin_jobs, args.admin_renders),
+    }
+    wanted = [key for key in alone if key in args.only]
+    if wanted and "jobqueue" not in args.systems:
+        progress(f"no {', '.join(wanted)}: they measure jobqueue, which is not in --systems")
+    elif connection.vendor == "postgresql":
+        for key in wanted:
+            progress(f"{key}: jobqueue alone, in the bench process")
+            tables.append(again_on_error(key, alone[key], retried))
+
     for system in under_test:
         system.reset()
     info["bench wall time"] = f"{time.monotonic() - started:.0f} s"
     if retried:
         info["runs measured again after an error"] = "; ".join(retried)
+    ran = {m.row.key for m in measured} | {t.key for t in tables} | ({"W7"} if counted else set())
     host = socket.gethostname()
     today = dt.date.today().isoformat()
     text = report.markdown(
@@ -255,13 +310,16 @@ def main(argv: list[str] | None = None) -> None:
         repeat=args.repeat,
         measured=measured,
         counted=counted,
+        tables=tables,
         systems=args.systems,
         notes=[
-            *[f"{s.name}: {note}" for s in under_test for note in s.notes()],
+            *report.notes_on(ran),
+            *[f"{s.name}: {note}" for s in under_test for note in s.notes() if ran - set(ALONE)],
             *[
                 f"{s.name}, W3 {setting}: {meaning}{' (a slow system)' if s.slow else ''}"
                 for s in under_test
                 for setting, meaning in s.drain_settings.items()
+                if "W3" in ran
             ],
         ],
     )
@@ -269,6 +327,8 @@ def main(argv: list[str] | None = None) -> None:
     if not args.no_write:
         suffix = "" if connection.vendor == "postgresql" else f"-{connection.vendor}"
         suffix += "-prepared" if args.prepared and connection.vendor == "postgresql" else ""
+        # A run of some workloads does not overwrite the day's full report.
+        suffix += "" if set(args.only) == set(WORKLOADS) else "-" + "-".join(sorted(args.only))
         output = args.output or REPO / "bench" / "results" / f"{today}-{host}{suffix}.md"
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text)

@@ -1,10 +1,10 @@
-"""How fast can the database alone drain? ``python bench/floor.py``.
+"""W8: how fast can the database alone drain? ``python bench/run.py --only W8``.
 
 W3 compares jobqueue's drain with raw-100, a loop that locks 100 jobs, runs them and marks
 them succeeded in one transaction. That loop never records that a job started, so a crash
-mid-batch simply rolls the batch back: no lease, no token, no fence, no parking. This script
-measures, with no worker and no job code, how fast the database drains ``--jobs`` no-op
-jobs, 100 per statement, on 1 and on 4 connections:
+mid-batch simply rolls the batch back: no lease, no token, no fence, no parking. W8
+measures, with no worker and no job code, how fast the database drains ``--floor-jobs``
+no-op jobs, 100 per statement, on each of ``--floor-connections`` connections:
 
 - raw-100: the bench's own raw driver (``bench/peers/peer_raw.py``);
 - a durable claim on a minimal table: the claim commits (status, token, lease) before the
@@ -16,6 +16,7 @@ jobs, 100 per statement, on 1 and on 4 connections:
 Each is repeated ``--repeat`` times: median (min-max) jobs/s, and the CPU it cost per job
 on the server (every local ``postgres`` process, read from /proc; "n/a" if the server is
 not on this host) and in this process. A drain that leaves any job unfinished is an error.
+PostgreSQL only; the drains' own tables (``raw_job``, ``floor_job``) are dropped at the end.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/jq_floor_bench"
+from bench import procfs
+from bench.report import Table, number, progress, ratio, spread
+from bench.systems.base import REPO
+from bench.workloads import BenchError
+
+PEERS = REPO / "bench" / "peers"
 BATCH = 100
 # A backend's CPU time moves into the postmaster's count of its children once the postmaster
 # has reaped it, a moment after its connection closes.
@@ -114,7 +118,13 @@ class RawDrain(Drain):
     table = "raw_job"
 
     def __init__(self) -> None:
-        import peer_raw  # bench/peers: the very driver the W3 raw-100 row runs
+        # The driver reads its database and its batch when it is imported. The peers' own
+        # processes are unaffected: each gets both from the peer's settings.
+        os.environ["BENCH_DSN"] = os.environ["DATABASE_URL"]
+        os.environ["BENCH_RAW_BATCH"] = str(BATCH)
+        if str(PEERS) not in sys.path:
+            sys.path.append(str(PEERS))  # the driver imports its _common as a top module
+        import peer_raw  # the very driver the W3 raw-100 row runs
 
         self.peer = peer_raw
         self.peer.setup(None)
@@ -202,39 +212,25 @@ class WorkerDrain(ClaimStatementDrain):
         from jobqueue.runtime.worker import Worker
 
         if Worker(burst=True).run():
-            raise RuntimeError("the worker failed")
+            raise BenchError("the worker failed")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url", default=DEFAULT_URL, help=f"default: {DEFAULT_URL}")
-    parser.add_argument("--jobs", type=int, default=20_000, help="jobs per drain (20000)")
-    parser.add_argument("--repeat", type=int, default=3, help="drains of each kind (3)")
-    parser.add_argument(
-        "--connections", type=int, nargs="+", default=[1, 4], help="connections (1 4)"
-    )
-    args = parser.parse_args()
-    sys.path[:0] = [str(REPO), str(REPO / "testproject"), str(REPO / "bench" / "peers")]
-    from bench.cli import prepare_database
-
-    prepare_database(args.database_url)
-    os.environ["BENCH_DSN"] = args.database_url  # read by peer_raw when it is imported
-    os.environ["BENCH_RAW_BATCH"] = str(BATCH)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+def floor(jobs: int, connections: list[int], repeat: int) -> Table:
+    """Every drain on each number of connections, then the worker; the W8 table."""
     results = []
-    drains: list[Drain] = [RawDrain(), DurableDrain(), ClaimStatementDrain()]
-    for kind in drains:
-        for connections in args.connections:
-            runs = [_measure(kind, args.jobs, connections) for _ in range(args.repeat)]
-            results.append((kind.label, str(connections), runs))
-    runs = [_measure(WorkerDrain(), args.jobs, 1) for _ in range(args.repeat)]
-    results.append((WorkerDrain.label, "1 + slots", runs))
-    _report(results, args)
+    try:
+        drains: list[Drain] = [RawDrain(), DurableDrain(), ClaimStatementDrain()]
+        runs_of = [(kind, conns, str(conns)) for kind in drains for conns in connections]
+        for kind, conns, shown in [*runs_of, (WorkerDrain(), 1, "1 + slots")]:
+            runs = []
+            for run in range(1, repeat + 1):
+                runs.append(_measure(kind, jobs, conns))
+                rate = runs[-1]["jobs/s"] or 0
+                progress(f"W8 {kind.label} [connections: {shown}] run {run}: {rate:,.0f} jobs/s")
+            results.append((kind.label, shown, runs))
+    finally:
+        _execute("DROP TABLE IF EXISTS raw_job, floor_job")
+    return table(results, jobs, repeat)
 
 
 def _measure(kind: Drain, jobs: int, connections: int) -> dict[str, float | None]:
@@ -252,7 +248,7 @@ def _measure(kind: Drain, jobs: int, connections: int) -> dict[str, float | None
     server_after = _server_cpu()
     finished = kind.finished()
     if finished != jobs:
-        raise RuntimeError(f"{kind.label}: {finished} of {jobs} jobs succeeded")
+        raise BenchError(f"{kind.label}: {finished} of {jobs} jobs succeeded")
     server = (
         None
         if server_before is None or server_after is None
@@ -281,14 +277,11 @@ def _server_cpu() -> float | None:
     """CPU seconds spent so far by the postgres processes on this host and the backends
     that have ended, None if no postgres process runs here."""
     ticks, found = 0, False
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/comm") as comm:
-                if comm.read().strip() != "postgres":
-                    continue
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:  # gone meanwhile, or not ours to read
+    for pid in procfs.pids():
+        if procfs.command(pid) != "postgres":
+            continue
+        fields = procfs.stat(pid)
+        if fields is None:  # gone meanwhile
             continue
         ticks += sum(int(field) for field in fields[11:15])  # utime, stime, cutime, cstime
         found = True
@@ -319,38 +312,51 @@ def _analyze(table: str) -> None:
     _execute(f"VACUUM ANALYZE {table}")
 
 
-def _report(
-    results: list[tuple[str, str, list[dict[str, float | None]]]], args: argparse.Namespace
-) -> None:
-    from bench.report import spread
-
+def table(
+    results: list[tuple[str, str, list[dict[str, float | None]]]], jobs: int, repeat: int
+) -> Table:
+    """The W8 table: each drain's median rate as a share of raw-100's on as many connections
+    (the worker's: on one), and its CPU per job."""
     raw = {conns: runs for label, conns, runs in results if label == RawDrain.label}
-    lines = [
-        f"Drain of {args.jobs:,} no-op jobs, {BATCH} per statement; medians of {args.repeat} "
-        "(min-max). CPU per job: median.",
-        "",
-        "| drain | connections | jobs/s | share of raw-100 | server CPU us/job "
-        "| client CPU us/job |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
+    rows = []
     for label, conns, runs in results:
         rates = [float(run["jobs/s"] or 0) for run in runs]
         baseline = raw.get(conns) or raw.get("1")
         share = (
-            statistics.median(rates) / statistics.median(float(r["jobs/s"] or 0) for r in baseline)
+            ratio(
+                statistics.median(rates)
+                / statistics.median(float(r["jobs/s"] or 0) for r in baseline)
+            )
             if baseline
-            else float("nan")
+            else "n/a"
         )
-        server = [run["server us/job"] for run in runs if run["server us/job"] is not None]
+        server = [
+            float(run["server us/job"] or 0) for run in runs if run["server us/job"] is not None
+        ]
         client = [float(run["client us/job"] or 0) for run in runs]
-        lines.append(
-            f"| {label} | {conns} | {spread(rates, 'jobs/s')} | {share:.2f} "
-            f"| {f'{statistics.median(server):.1f}' if server else 'n/a'} "
-            f"| {statistics.median(client):.1f} |"
+        rows.append(
+            [
+                label,
+                conns,
+                spread(rates, "jobs/s"),
+                share,
+                number(statistics.median(server), "us/job") if server else "n/a",
+                number(statistics.median(client), "us/job"),
+            ]
         )
-    lines += ["", f"Every drain finished all {args.jobs:,} jobs."]
-    print("\n".join(lines))
-
-
-if __name__ == "__main__":
-    main()
+    return Table(
+        key="W8",
+        title="the drain floor: the database alone, no job code",
+        intro=f"Drain of {jobs:,} no-op jobs, {BATCH} per statement; medians of {repeat} "
+        "(min-max). CPU per job: median.",
+        headings=[
+            "drain",
+            "connections",
+            "jobs/s",
+            "share of raw-100",
+            "server CPU us/job",
+            "client CPU us/job",
+        ],
+        rows=rows,
+        after=[f"Every drain finished all {jobs:,} jobs."],
+    )

@@ -1,24 +1,23 @@
-"""Does a table of finished jobs slow the queue down? ``python bench/large_table.py``.
+"""W6: does a table of finished jobs slow the queue down? ``python bench/run.py --only W6``.
 
-Measures, on an empty job table and then with ``--finished`` (1,000,000) finished rows
-retained, in a PostgreSQL database whose name contains ``bench``: the claim statement's
-execution time (``EXPLAIN ANALYZE``, median of many), a drain of ``--jobs`` no-op jobs by
-one in-process worker, and the figures of ``manage.py jobs queues``, each ``--repeat``
-times. Prints one table of medians (min-max) with the ratio of each median with the rows to
-the median without: 1.0 is flat.
+Measures, on an empty job table and then with ``--large-finished`` (1,000,000) finished
+rows retained: the claim statement's execution time (``EXPLAIN ANALYZE``, median of 30), a
+drain of ``--large-jobs`` no-op jobs by one in-process worker at ``--large-concurrency``,
+and the figures of ``manage.py jobs queues``, each ``--repeat`` times. One table of medians
+(min-max) with the ratio of each median with the rows to the median without: 1.0 is flat.
+PostgreSQL only.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
+import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/jq_large_bench"
+from bench.report import Table, progress, ratio, spread
+from bench.workloads import BenchError
+
+CLAIM_RUNS = 30  # EXPLAIN ANALYZE runs of the claim per measure, whose median is taken
 
 # Finished rows as retention keeps them: mostly succeeded, some failed and discarded.
 LOAD_FINISHED = """
@@ -35,42 +34,21 @@ FROM generate_series(1, %(rows)s) AS i,
 """
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url", default=DEFAULT_URL)
-    parser.add_argument("--finished", type=int, default=1_000_000, help="rows retained")
-    parser.add_argument("--jobs", type=int, default=5000, help="jobs per drain")
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--repeat", type=int, default=3, help="measures of each figure")
-    args = parser.parse_args()
-    if "bench" not in args.database_url.rsplit("/", 1)[-1]:
-        sys.exit("the database's name must contain 'bench': its job table is emptied")
-    sys.path[:0] = [str(REPO), str(REPO / "testproject")]
-    os.environ["DATABASE_URL"] = args.database_url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
-    _create_database(args.database_url)
-
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+def large_table(finished: int, jobs: int, concurrency: int, repeat: int) -> Table:
+    """The figures on an empty table, then with ``finished`` rows; the W6 table."""
     results = {}
-    for label, rows in (("empty table", 0), (f"{args.finished:,} finished rows", args.finished)):
+    for label, rows in (("empty table", 0), (f"{finished:,} finished rows", finished)):
         _reset(rows)
-        runs = [_measure(args.jobs, args.concurrency) for _ in range(args.repeat)]
+        runs = []
+        for run in range(1, repeat + 1):
+            runs.append(_measure(jobs, concurrency))
+            figures = runs[-1]
+            progress(
+                f"W6 [{label}] run {run}: claim {figures['claim ms']:.1f} ms, "
+                f"drain {figures['jobs/s']:,.0f} jobs/s, queues {figures['queues ms']:.1f} ms"
+            )
         results[label] = {figure: [run[figure] for run in runs] for figure in runs[0]}
-    _report(results, args)
-
-
-def _create_database(url: str) -> None:
-    import psycopg
-
-    base, name = url.rsplit("/", 1)
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
+    return _table(results, jobs, concurrency, repeat)
 
 
 def _reset(rows: int) -> None:
@@ -116,50 +94,52 @@ def _measure(jobs: int, concurrency: int) -> dict[str, float]:
     }
     claim_ms = []
     with connection.cursor() as cursor:
-        for _ in range(30):
+        for _ in range(CLAIM_RUNS):
             # Rolled back, so every run claims from the same rows.
             cursor.execute("BEGIN")
             cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + q.statements["claim"], params)
             plan = cursor.fetchone()[0]
             cursor.execute("ROLLBACK")
-            plan = plan if isinstance(plan, list) else __import__("json").loads(plan)
+            plan = plan if isinstance(plan, list) else json.loads(plan)
             claim_ms.append(plan[0]["Execution Time"])
     started = time.perf_counter()
     overview.queue_rows()
     queues_ms = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
     if Worker(burst=True, concurrency=concurrency).run():
-        raise RuntimeError("the worker failed")
+        raise BenchError("the worker failed")
     drain = jobs / (time.perf_counter() - started)
     return {"claim ms": statistics.median(claim_ms), "jobs/s": drain, "queues ms": queues_ms}
 
 
-def _report(results: dict[str, dict[str, list[float]]], args: argparse.Namespace) -> None:
+def _table(
+    results: dict[str, dict[str, list[float]]], jobs: int, concurrency: int, repeat: int
+) -> Table:
     (empty_label, empty), (full_label, full) = results.items()
-    from bench.report import spread
-
     figures = {  # key: (label, unit)
-        "claim ms": ("claim statement, execution (EXPLAIN ANALYZE, median of 30), ms", "ms"),
+        "claim ms": (
+            f"claim statement, execution (EXPLAIN ANALYZE, median of {CLAIM_RUNS}), ms",
+            "ms",
+        ),
         "jobs/s": (
-            f"drain {args.jobs:,} no-op jobs, one in-process worker, concurrency "
-            f"{args.concurrency}, jobs/s",
+            f"drain {jobs:,} no-op jobs, one in-process worker, concurrency {concurrency}, jobs/s",
             "jobs/s",
         ),
         "queues ms": ("`jobs queues` figures, ms", "ms"),
     }
-    lines = [
-        f"Medians of {args.repeat} (min-max).",
-        "",
-        f"| figure | {empty_label} | {full_label} | ratio |",
-        "|---|---:|---:|---:|",
+    rows = [
+        [
+            label,
+            spread(empty[key], unit),
+            spread(full[key], unit),
+            ratio(statistics.median(full[key]) / statistics.median(empty[key])),
+        ]
+        for key, (label, unit) in figures.items()
     ]
-    for key, (label, unit) in figures.items():
-        ratio = statistics.median(full[key]) / statistics.median(empty[key])
-        lines.append(
-            f"| {label} | {spread(empty[key], unit)} | {spread(full[key], unit)} | {ratio:.2f} |"
-        )
-    print("\n".join(lines))
-
-
-if __name__ == "__main__":
-    main()
+    return Table(
+        key="W6",
+        title="a large table: finished rows retained against an empty table",
+        intro=f"Medians of {repeat} (min-max).",
+        headings=["figure", empty_label, full_label, "ratio"],
+        rows=rows,
+    )

@@ -1,4 +1,9 @@
-"""Medians with min-max, the machine, and the markdown report."""
+"""Medians with min-max, the machine, the markdown report, and progress lines on stderr.
+
+Every table in the report, the systems side by side and each workload's own (W6, W8, W9),
+is drawn by :func:`table`, and every median by :func:`spread`: ``median (min-max)``, or the
+one value when every run agreed once rounded as its unit is (see :func:`number`).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import os
 import platform
 import socket
 import statistics
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -21,31 +27,57 @@ from bench.workloads import Counting, Row
 PER_RUN = ("heartbeat/", "other/")
 
 
-NOTES = [
-    "Each run starts from empty tables; emptying them and preloading the jobs a drain "
-    "needs is not timed. Runs of the systems are interleaved, so a noisy moment on the "
-    "machine hits all of them.",
-    "W1 and W2 time the enqueue calls on one open connection in autocommit: jobqueue in "
-    "the bench process, a peer inside its driver process (interpreter start-up, imports "
-    "and connecting not timed).",
-    "W3 times ONE worker process (burst mode, so it exits when the queue is empty) from "
-    "spawn to exit, start-up included and nothing subtracted; the start-up row times the "
-    "same command on an empty queue. All jobs are checked succeeded afterwards. The slow "
-    "systems (marked below) drain --slow-jobs instead of --jobs, so that a run stays short.",
-    "W4 runs ONE worker with its default settings, not in burst mode; after one warm-up "
-    "job and a pause, the bench enqueues stamp jobs one by one, each committed on its own; "
-    "the handler appends the wall-clock time when it starts to a file, and a job's latency "
-    "is that time minus the time its enqueue's commit returned to the enqueuer.",
-    "W5 and the server-counted W7 rows count statements on the PostgreSQL server: "
-    "`ALTER DATABASE <system's bench database> SET log_statement = 'all'` (new connections "
-    "to that database only; no restart; `pg_stat_statements` is not loaded on this server), "
-    "then the `statement:` and `execute ...:` lines of the server log for that database, "
-    "BEGIN and COMMIT included. W5 runs every system's idle worker at the same time, each "
-    "on its own database, warms each up with one job, waits, then counts consecutive "
-    "windows and multiplies by 86,400 s / window.",
-    "W7 in-process (jobqueue only) counts, by statement text, every statement run through "
-    "Django's connections by every thread (an execute wrapper on each connection); the "
-    "drain uses the worker class in the bench process, with the concurrency shown.",
+# What the report says about each workload: notes on the workloads of a run, in this order.
+NOTES: list[tuple[tuple[str, ...], str]] = [
+    (
+        ("W1", "W2", "W3", "W4", "W5", "W7"),
+        "Each run starts from empty tables; emptying them and preloading the jobs a drain "
+        "needs is not timed. Runs of the systems are interleaved, so a noisy moment on the "
+        "machine hits all of them.",
+    ),
+    (
+        ("W1", "W2"),
+        "W1 and W2 time the enqueue calls on one open connection in autocommit: jobqueue in "
+        "the bench process, a peer inside its driver process (interpreter start-up, imports "
+        "and connecting not timed).",
+    ),
+    (
+        ("W3",),
+        "W3 times ONE worker process (burst mode, so it exits when the queue is empty) from "
+        "spawn to exit, start-up included and nothing subtracted; the start-up row times the "
+        "same command on an empty queue. All jobs are checked succeeded afterwards. The slow "
+        "systems (marked below) drain --slow-jobs instead of --jobs, so that a run stays short.",
+    ),
+    (
+        ("W4",),
+        "W4 runs ONE worker with its default settings, not in burst mode; after one warm-up "
+        "job and a pause, the bench enqueues stamp jobs one by one, each committed on its own; "
+        "the handler appends the wall-clock time when it starts to a file, and a job's latency "
+        "is that time minus the time its enqueue's commit returned to the enqueuer.",
+    ),
+    (
+        ("W5", "W7"),
+        "W5 and the server-counted W7 rows count statements on the PostgreSQL server: "
+        "`ALTER DATABASE <system's bench database> SET log_statement = 'all'` (new connections "
+        "to that database only; no restart; `pg_stat_statements` is not loaded on this server), "
+        "then the `statement:` and `execute ...:` lines of the server log for that database, "
+        "BEGIN and COMMIT included. W5 runs every system's idle worker at the same time, each "
+        "on its own database, warms each up with one job, waits, then counts consecutive "
+        "windows and multiplies by 86,400 s / window.",
+    ),
+    (
+        ("W7",),
+        "W7 in-process (jobqueue only) counts, by statement text, every statement run through "
+        "Django's connections by every thread (an execute wrapper on each connection); the "
+        "drain uses the worker class in the bench process, with the concurrency shown.",
+    ),
+    (
+        ("W6", "W8", "W9"),
+        "W6, W8 and W9 (PostgreSQL) measure jobqueue alone, in the bench process, each in a "
+        "table of its own: the claim, a drain and `jobs queues` with and without many "
+        "finished rows; how fast the database alone drains, 100 jobs per statement, against "
+        "jobqueue's statement and worker; the admin's pages on a large table.",
+    ),
 ]
 
 
@@ -56,10 +88,33 @@ class Measured:
 
 
 @dataclass
+class Table:
+    """A workload's own table, for the workloads that compare something other than the
+    systems (W6: a table with and without finished rows; W8: drains; W9: admin pages)."""
+
+    key: str
+    title: str
+    intro: str  # what the figures are: sizes, repetitions
+    headings: list[str]
+    rows: list[list[str]]
+    left: int = 1  # columns of labels; the rest are figures, aligned right
+    after: list[str] = field(default_factory=list)  # lines under the table
+
+
+@dataclass
 class Counted:
     counting: Counting
     jobs: int
     samples: dict[str, list[Counter[str]]] = field(default_factory=dict)
+
+
+def notes_on(workloads: set[str]) -> list[str]:
+    """The notes on any of ``workloads``, the workloads that ran."""
+    return [note for keys, note in NOTES if set(keys) & workloads]
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def number(value: float, unit: str) -> str:
@@ -67,6 +122,8 @@ def number(value: float, unit: str) -> str:
         return f"{value:,.0f}"
     if unit == "s":
         return f"{value:.2f}"
+    if unit == "us/job":
+        return f"{value:.1f}"
     if unit == "ms":
         return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
     return f"{value:.3f}"
@@ -86,6 +143,12 @@ def spread(values: list[float], unit: str) -> str:
     if number(low, unit) == number(high, unit):
         return number(mid, unit)
     return f"{number(mid, unit)} ({number(low, unit)}-{number(high, unit)})"
+
+
+def table(headings: list[str], rows: list[list[str]], left: int = 1) -> list[str]:
+    """A markdown table: the first ``left`` columns are labels, the others right-aligned."""
+    rule = "|".join(["---"] * left + ["---:"] * (len(headings) - left))
+    return [f"| {' | '.join(headings)} |", f"|{rule}|", *[f"| {' | '.join(r)} |" for r in rows]]
 
 
 def kind_totals(counts: Counter[str]) -> Counter[str]:
@@ -139,62 +202,64 @@ def markdown(
     repeat: int,
     measured: list[Measured],
     counted: list[Counted],
+    tables: list[Table],
     systems: list[str],
     notes: list[str],
 ) -> str:
     lines = [f"# {title}", "", f"Command: `{command}`", "", "## Machine", ""]
     lines += [f"- {key}: {value}" for key, value in info.items()]
-
-    lines += ["", f"## Results: median of {repeat} runs (min-max)", ""]
-    lines += [
-        "| | workload | unit | " + " | ".join(systems) + " |",
-        "|---|---|---|" + "---:|" * len(systems),
-    ]
     measured = sorted(measured, key=lambda m: m.row.key)  # W5 is measured last
-    for m in measured:
-        row = m.row
-        cells = [spread(m.samples[s], row.unit) if m.samples.get(s) else "n/a" for s in systems]
-        lines.append(f"| {row.key} | {row.title} | {row.unit} | " + " | ".join(cells) + " |")
+    if measured:
+        lines += ["", f"## Results: median of {repeat} runs (min-max)", ""]
+        lines += table(
+            ["", "workload", "unit", *systems],
+            [
+                [
+                    m.row.key,
+                    m.row.title,
+                    m.row.unit,
+                    *[
+                        spread(m.samples[s], m.row.unit) if m.samples.get(s) else "n/a"
+                        for s in systems
+                    ],
+                ]
+                for m in measured
+            ],
+            left=3,
+        )
 
     peers = [s for s in systems if s != "jobqueue"]
-    if "jobqueue" in systems and peers:
+    if measured and "jobqueue" in systems and peers:
         lines += [
             "",
             "## jobqueue as a ratio to each peer: jobqueue's median / the peer's median",
             "",
             "Above 1 is better for jobqueue where higher is better, worse where lower is.",
             "",
-            "| | workload | better | " + " | ".join(f"vs {p}" for p in peers) + " |",
-            "|---|---|---|" + "---:|" * len(peers),
         ]
-        for m in measured:
-            row = m.row
-            ours = m.samples.get("jobqueue")
-            cells = []
-            for peer in peers:
-                theirs = m.samples.get(peer)
-                if not ours or not theirs or statistics.median(theirs) <= 0:
-                    cells.append("n/a")
-                else:
-                    cells.append(ratio(statistics.median(ours) / statistics.median(theirs)))
-            better = "higher" if row.higher_is_better else "lower"
-            lines.append(f"| {row.key} | {row.title} | {better} | " + " | ".join(cells) + " |")
+        lines += table(
+            ["", "workload", "better", *[f"vs {p}" for p in peers]],
+            [
+                [
+                    m.row.key,
+                    m.row.title,
+                    "higher" if m.row.higher_is_better else "lower",
+                    *[ratio_of(m.samples.get("jobqueue"), m.samples.get(p)) for p in peers],
+                ]
+                for m in measured
+            ],
+            left=3,
+        )
 
     if counted:
         lines += ["", f"## W7: SQL statements per job, counted: median of {repeat} runs", ""]
-        lines += [
-            "| system | scenario | " + " | ".join(KINDS) + " | total |",
-            "|---|---|" + "---:|" * (len(KINDS) + 1),
-        ]
-        others: list[str] = []
+        rows, others = [], []
         for c in counted:
             for system, samples in c.samples.items():
                 per_job = [kind_totals(s) for s in samples]
                 cells = [spread([t[kind] / c.jobs for t in per_job], "per job") for kind in KINDS]
                 total = spread([s.total() / c.jobs for s in samples], "per job")
-                lines.append(
-                    f"| {system} | {c.counting.title} | " + " | ".join(cells) + f" | {total} |"
-                )
+                rows.append([system, c.counting.title, *cells, total])
                 per_run = Counter[str]()
                 for s in samples:
                     per_run.update({k: v for k, v in s.items() if k.startswith(PER_RUN)})
@@ -204,8 +269,22 @@ def markdown(
                         for label, count in sorted(per_run.items())
                     )
                     others.append(f"- {system}, {c.counting.title}: {detail}")
+        lines += table(["system", "scenario", *KINDS, "total"], rows, left=2)
         if others:
             lines += ["", "Heartbeat and other statements, mean count per run:", ""]
             lines += others
-    lines += ["", "## Notes", "", *[f"- {note}" for note in [*NOTES, *notes]]]
+
+    for t in sorted(tables, key=lambda t: t.key):
+        lines += ["", f"## {t.key}: {t.title}", "", t.intro, ""]
+        lines += table(t.headings, t.rows, t.left)
+        if t.after:
+            lines += ["", *t.after]
+    lines += ["", "## Notes", "", *[f"- {note}" for note in notes]]
     return "\n".join(lines) + "\n"
+
+
+def ratio_of(ours: list[float] | None, theirs: list[float] | None) -> str:
+    """jobqueue's median over a peer's, or n/a where either is missing."""
+    if not ours or not theirs or statistics.median(theirs) <= 0:
+        return "n/a"
+    return ratio(statistics.median(ours) / statistics.median(theirs))

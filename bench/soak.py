@@ -35,8 +35,7 @@ from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Any, TypeVar  # noqa: E402
 
-import environ  # noqa: E402
-
+from bench import database  # noqa: E402
 from bench.chaos import (  # noqa: E402
     Cluster,
     Process,
@@ -128,36 +127,6 @@ def progress(message: str) -> None:
 # -- the database ---------------------------------------------------------------------
 
 
-def server(config: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "dbname": "postgres",
-        "host": config.get("HOST") or None,
-        "port": config.get("PORT") or None,
-        "user": config.get("USER") or None,
-        "password": config.get("PASSWORD") or None,
-    }
-
-
-def create_database(config: dict[str, Any]) -> None:
-    import psycopg
-    from psycopg import sql
-
-    name = sql.Identifier(str(config["NAME"]))
-    deadline = time.monotonic() + 120
-    while True:  # the server may be restarting (someone else's test, a soak before)
-        try:
-            conn = psycopg.connect(**server(config), autocommit=True)
-            break
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1)
-    with conn:
-        # FORCE: the workers of a soak that was killed may still hold connections.
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
-
-
 def drop_database(config: dict[str, Any]) -> None:
     import psycopg
     from psycopg import sql
@@ -165,7 +134,7 @@ def drop_database(config: dict[str, Any]) -> None:
     name = sql.Identifier(str(config["NAME"]))
     for _ in range(30):  # the server may be coming back from the last restart
         try:
-            with psycopg.connect(**server(config), autocommit=True) as conn:
+            with psycopg.connect(**database.server(config), autocommit=True) as conn:
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
             return
         except psycopg.OperationalError:
@@ -754,14 +723,9 @@ def by_total(by_status: dict[str, int], task_name: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
-    config = environ.Env.db_url_config(args.database_url)
-    if config["ENGINE"] != "django.db.backends.postgresql":
+    config = database.checked(args.database_url, "soak", "the soak drops it")
+    if config["ENGINE"] != database.POSTGRESQL:
         sys.exit("soak: PostgreSQL only (it restarts the server)")
-    if "soak" not in str(config["NAME"]):
-        sys.exit(
-            f"soak: refusing database {config['NAME']!r}: it is dropped, so its name "
-            "must contain 'soak'"
-        )
     cluster = (
         Cluster(args.pg_cluster)
         if args.pg_cluster
@@ -783,8 +747,7 @@ def main(argv: list[str] | None = None) -> int:
             }
         },
     }
-    os.environ["DATABASE_URL"] = args.database_url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.soak_settings"
+    database.use(args.database_url, "bench.soak_settings")
     os.environ["JOBQUEUE_SOAK_SETTINGS"] = json.dumps(settings)
     # A `timeout` or Ctrl-C ends the soak through the finally blocks: the paused worker is
     # continued, the supervisor stopped and the database dropped.
@@ -793,7 +756,7 @@ def main(argv: list[str] | None = None) -> int:
         f"database {config['NAME']} on {config.get('HOST')}:{config.get('PORT')}, "
         f"cluster {cluster}; supervisors' output in {args.log}"
     )
-    create_database(config)
+    database.create(config, replace=True, wait=120)
     try:
         import django
 

@@ -1,14 +1,19 @@
-"""The benchmark runs: a tiny N, jobqueue only, on SQLite. Its figures are not checked here:
-speed is measured by bench/, never asserted in a test."""
+"""The bench: its database guard and report, then its runs at a tiny N, jobqueue only. The
+figures are not checked here: speed is measured by bench/, never asserted in a test."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from bench import database, floor, procfs, report
+from bench.workloads import Row
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.process
+# Nothing listens there: a command that tried to connect would fail with another error.
+NO_SERVER = "postgres://postgres@127.0.0.1:1"
 
 
 def run_script(name: str, *args: str) -> str:
@@ -24,6 +29,185 @@ def run_script(name: str, *args: str) -> str:
     return result.stdout
 
 
+def refusal(name: str, *args: str) -> str:
+    """Run ``bench/<name>``, which must refuse to start; what it said."""
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    return result.stderr
+
+
+# -- the guard ------------------------------------------------------------------------
+
+
+def test_the_guard_refuses_a_database_without_the_marker_in_its_name():
+    with pytest.raises(SystemExit) as refused:
+        database.checked(f"{NO_SERVER}/shop", "bench", "the bench drops its tables")
+    assert str(refused.value) == (
+        "refusing to use database 'shop': the bench drops its tables, so its name must "
+        "contain 'bench'"
+    )
+
+
+def test_the_guard_reads_the_file_name_of_a_sqlite_database_not_its_directory(tmp_path):
+    directory = tmp_path / "bench"
+    with pytest.raises(SystemExit, match="must contain 'bench'"):
+        database.checked(f"sqlite:///{directory / 'dev.sqlite3'}", "bench", "why")
+    config = database.checked(f"sqlite:///{directory / 'x_bench.sqlite3'}", "bench", "why")
+    assert config["NAME"] == str(directory / "x_bench.sqlite3")
+
+
+def test_the_guard_gives_the_settings_of_a_database_with_the_marker():
+    config = database.checked(f"{NO_SERVER}/jobqueue_bench", "bench", "why")
+    assert (config["ENGINE"], config["NAME"], config["PORT"]) == (
+        database.POSTGRESQL,
+        "jobqueue_bench",
+        1,
+    )
+    assert database.server(config) == {
+        "dbname": "postgres",
+        "host": "127.0.0.1",
+        "port": 1,
+        "user": "postgres",
+        "password": None,
+    }
+
+
+@pytest.mark.process
+def test_the_benchmark_refuses_a_database_without_bench_before_connecting():
+    said = refusal("run.py", "--database-url", f"{NO_SERVER}/shop", "--only", "W8")
+    assert "refusing to use database 'shop'" in said
+    assert "must contain 'bench'" in said
+
+
+@pytest.mark.process
+def test_the_soak_refuses_a_database_without_soak_before_connecting():
+    said = refusal("soak.py", "--database-url", f"{NO_SERVER}/jobqueue_bench")
+    assert "refusing to use database 'jobqueue_bench': the soak drops it" in said
+    assert "must contain 'soak'" in said
+
+
+# -- /proc -----------------------------------------------------------------------------
+
+
+def test_proc_gives_a_process_its_command_and_parent_and_nothing_once_it_is_reaped():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert child.pid in procfs.pids()
+        assert procfs.command(child.pid) == Path(sys.executable).name[:15]  # as the kernel cuts
+        assert procfs.stat(child.pid)[1] == str(os.getpid())
+    finally:
+        child.kill()
+        child.wait()
+    assert procfs.stat(child.pid) is None and procfs.command(child.pid) is None
+
+
+# -- the report -----------------------------------------------------------------------
+
+
+def test_a_median_comes_with_the_range_of_the_runs():
+    assert report.spread([3_100.0, 1_000.4, 2_000.0], "jobs/s") == "2,000 (1,000-3,100)"
+    assert report.spread([250.0, 240.0, 262.0], "ms") == "250 (240-262)"
+    assert report.spread([2.0, 3.0], "s") == "2.50 (2.00-3.00)"
+    assert report.spread([0.0284, 0.0276, 0.0281], "stmt/job") == "0.028"
+
+
+def test_runs_that_agree_once_rounded_show_one_value():
+    assert report.spread([1_200.4, 1_199.6], "jobs/s") == "1,200"
+    assert report.spread([2.54, 2.46, 2.5], "ms") == "2.5"
+    assert report.spread([12.0], "us/job") == "12.0"
+
+
+def test_a_table_aligns_its_figures_right_and_its_labels_left():
+    assert report.table(["system", "scenario", "jobs/s"], [["a", "b", "1"]], left=2) == [
+        "| system | scenario | jobs/s |",
+        "|---|---|---:|",
+        "| a | b | 1 |",
+    ]
+
+
+def a_report(measured: list[report.Measured], tables: list[report.Table]) -> str:
+    return report.markdown(
+        title="t",
+        command="c",
+        info={"host": "h"},
+        repeat=2,
+        measured=measured,
+        counted=[],
+        tables=tables,
+        systems=["jobqueue", "pgqueuer"],
+        notes=report.notes_on({table.key for table in tables}),
+    )
+
+
+def test_a_workloads_own_table_is_a_section_of_the_report_without_the_systems_table():
+    table = report.Table("W8", "floor", "Medians.", ["drain", "jobs/s"], [["raw", "9"]], 1, ["."])
+    text = a_report([], [table])
+    assert "## Results" not in text and "ratio to each peer" not in text
+    section = text[text.index("## W8: floor") : text.index("## Notes")]
+    assert section.splitlines() == [
+        "## W8: floor",
+        "",
+        "Medians.",
+        "",
+        "| drain | jobs/s |",
+        "|---|---:|",
+        "| raw | 9 |",
+        "",
+        ".",
+        "",
+    ]
+    notes = text[text.index("## Notes") :]
+    assert "W6, W8 and W9" in notes and "W1 and W2" not in notes
+
+
+def test_the_systems_table_gives_medians_and_the_ratio_table_jobqueues_over_the_peers():
+    row = Row("W1", "enqueue", "jobs/s", True)
+    measured = report.Measured(row, {"jobqueue": [2_000.0, 3_000.0], "pgqueuer": [1_000.0]})
+    text = a_report([measured], [])
+    assert "| W1 | enqueue | jobs/s | 2,500 (2,000-3,000) | 1,000 |" in text
+    assert "| W1 | enqueue | higher | 2.50 |" in text
+
+
+def test_the_floor_gives_each_drain_as_a_share_of_raw_100_on_as_many_connections():
+    def runs(*rates: float, server: float | None = 50.0) -> list[dict[str, float | None]]:
+        return [{"jobs/s": r, "server us/job": server, "client us/job": 8.0} for r in rates]
+
+    table = floor.table(
+        [
+            (floor.RawDrain.label, "1", runs(40_000, 50_000, 60_000)),
+            (floor.RawDrain.label, "4", runs(80_000)),
+            (floor.DurableDrain.label, "4", runs(20_000, server=None)),
+            (floor.WorkerDrain.label, "1 + slots", runs(10_000)),
+        ],
+        jobs=300,
+        repeat=3,
+    )
+    assert table.headings == [
+        "drain",
+        "connections",
+        "jobs/s",
+        "share of raw-100",
+        "server CPU us/job",
+        "client CPU us/job",
+    ]
+    assert table.rows == [
+        [floor.RawDrain.label, "1", "50,000 (40,000-60,000)", "1.00", "50.0", "8.0"],
+        [floor.RawDrain.label, "4", "80,000", "1.00", "50.0", "8.0"],
+        [floor.DurableDrain.label, "4", "20,000", "0.25", "n/a", "8.0"],
+        [floor.WorkerDrain.label, "1 + slots", "10,000", "0.20", "50.0", "8.0"],
+    ]
+
+
+# -- the runs -------------------------------------------------------------------------
+
+
+@pytest.mark.process
 def test_the_benchmark_runs_on_a_tiny_n(tmp_path):
     output = run_script(
         "run.py",
@@ -38,6 +222,7 @@ def test_the_benchmark_runs_on_a_tiny_n(tmp_path):
         "W2",
         "W3",
         "W7",
+        "W8",
         "--jobs",
         "20",
         "--count-jobs",
@@ -48,11 +233,12 @@ def test_the_benchmark_runs_on_a_tiny_n(tmp_path):
     )
     for row in ("| W1 |", "| W2 |", "| W3 |", "statements per job"):
         assert row in output
+    assert "## W8" not in output  # PostgreSQL only: left out, and the run goes on
 
 
 def bench_database_url(suffix: str) -> str:
-    """A PostgreSQL database of its own on the test server, named as the scripts demand:
-    they empty its tables."""
+    """A PostgreSQL database of its own on the test server, named as the bench demands: it
+    empties its tables."""
     from django.db import connection
 
     settings = connection.settings_dict
@@ -62,44 +248,91 @@ def bench_database_url(suffix: str) -> str:
     return f"postgres://{user}{host}:{port}/{settings['NAME']}_{suffix}"
 
 
-def test_the_large_table_benchmark_runs_on_a_tiny_table(postgresql_only):
+def section(output: str, key: str) -> list[list[str]]:
+    """The rows of workload ``key``'s own table in the report, each a list of cells."""
+    text = output[output.index(f"## {key}: ") :]
+    text = text[: text.index("\n## ", 1)]
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+
+
+@pytest.mark.process
+def test_the_large_table_workload_runs_on_a_tiny_table(postgresql_only):
     output = run_script(
-        "large_table.py",
+        "run.py",
         "--database-url",
         bench_database_url("large_bench"),
-        "--finished",
+        "--only",
+        "W6",
+        "--large-finished",
         "200",
-        "--jobs",
+        "--large-jobs",
         "20",
-        "--concurrency",
+        "--large-concurrency",
         "2",
         "--repeat",
         "2",
+        "--no-write",
     )
-    for row in ("claim statement", "drain 20 no-op jobs", "`jobs queues` figures"):
-        assert row in output
+    headings, *rows = section(output, "W6")
+    assert headings == ["figure", "empty table", "200 finished rows", "ratio"]
+    assert [row[0] for row in rows] == [
+        "claim statement, execution (EXPLAIN ANALYZE, median of 30), ms",
+        "drain 20 no-op jobs, one in-process worker, concurrency 2, jobs/s",
+        "`jobs queues` figures, ms",
+    ]
+    assert "## Results" not in output  # no system was compared
 
 
-def test_the_floor_benchmark_drains_every_job_each_way(postgresql_only):
+@pytest.mark.process
+def test_the_floor_workload_drains_every_job_each_way(postgresql_only):
     output = run_script(
-        "floor.py",
+        "run.py",
         "--database-url",
         bench_database_url("floor_bench"),
-        "--jobs",
+        "--only",
+        "W8",
+        "--floor-jobs",
         "300",
         "--repeat",
         "1",
-        "--connections",
+        "--floor-connections",
         "1",
         "2",
+        "--no-write",
     )
-    rows = [line for line in output.splitlines() if line.startswith("| ") and "---" not in line]
-    drains = [row.split(" | ")[0].lstrip("| ") for row in rows[1:]]
-    assert drains == [
-        *["raw-100: lock, run and mark succeeded in one transaction"] * 2,
-        *["durable claim, minimal table: claim committed, then success fenced by token"] * 2,
-        *["jobqueue's claim statement on its table, through Django's cursor, no worker"] * 2,
-        "jobqueue's worker, in-process, default pool (one writer connection)",
+    headings, *rows = section(output, "W8")
+    assert headings[:4] == ["drain", "connections", "jobs/s", "share of raw-100"]
+    assert [(row[0], row[1]) for row in rows] == [
+        (floor.RawDrain.label, "1"),
+        (floor.RawDrain.label, "2"),
+        (floor.DurableDrain.label, "1"),
+        (floor.DurableDrain.label, "2"),
+        (floor.ClaimStatementDrain.label, "1"),
+        (floor.ClaimStatementDrain.label, "2"),
+        (floor.WorkerDrain.label, "1 + slots"),
     ]
-    # The script counts the succeeded rows after each drain and fails on a shortfall.
+    # The workload counts the succeeded rows after each drain and fails on a shortfall.
     assert "Every drain finished all 300 jobs." in output
+
+
+@pytest.mark.process
+def test_the_admin_workload_renders_every_page(postgresql_only):
+    from bench.admin_changelist import PAGES
+
+    output = run_script(
+        "run.py",
+        "--database-url",
+        bench_database_url("admin_bench"),
+        "--only",
+        "W9",
+        "--admin-jobs",
+        "5000",
+        "--admin-renders",
+        "1",
+        "--no-write",
+    )
+    headings, *rows = section(output, "W9")
+    assert headings == ["page", "median ms", "min ms", "max ms", "queries"]
+    assert [row[0] for row in rows] == [page for page, _ in PAGES]
+    assert all(int(row[4]) > 0 for row in rows)

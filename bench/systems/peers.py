@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-import psycopg
-from psycopg import sql
+import environ
 
+from bench import database
 from bench.systems.base import REPO, System
 
 PEERS = REPO / "bench" / "peers"
@@ -52,9 +52,8 @@ def server_url() -> str:
 
 
 def create_database(name: str) -> None:
-    with psycopg.connect(f"{server_url()}/postgres", autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    """The peer's own database, on the bench database's server, if it is missing."""
+    database.create({**environ.Env.db_url_config(os.environ["DATABASE_URL"]), "NAME": name})
 
 
 class Peer(System):
