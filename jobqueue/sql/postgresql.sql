@@ -425,6 +425,16 @@ WHERE job.id IN (SELECT id FROM selected)
   AND job.id NOT IN (SELECT unnest(%(done)s::bigint[]))
 GROUP BY 1;
 
+-- name: database_now
+-- The clock every statement here compares times with (inside a transaction, its start):
+-- the test kit makes jobs due by it. SQLite's statements take the caller's clock instead.
+SELECT now();
+
+-- name: estimated_rows
+-- The planner's estimate of a table's rows (-1 before it was ever vacuumed or analysed):
+-- the admin counts a large unfiltered changelist by it instead of a count(*) of every row.
+SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%(table)s);
+
 -- name: listener_backend_pid
 -- The server process behind the listener's connection. On a direct connection it is the pid
 -- the server announced at login (psycopg's info.backend_pid); a pooler such as PgBouncer
