@@ -18,7 +18,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, DataError, IntegrityError, transaction
 from django.utils import timezone
 
-from jobqueue import conf, signals, states
+from jobqueue import conf, explain, signals, states
 from jobqueue.enqueue import NOTIFY_CHANNEL
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.operations import Action, Outcome, Selection, SelectionSQL, compile_selection
@@ -568,25 +568,40 @@ class Store:
         # started (its started_at still NULL) goes back to pending as unclaim hands it back,
         # with no crash counted and no error entry: the statement tells them apart.
         q = self.queries
-        rows = q.fetchall(
-            "recover",
-            {
-                "expired": expired,
-                "worker": worker,
-                "any_token": any_token,
-                "tokens": q.names(tokens),
-                "reason": reason,
-                "max_crashes": self.settings.max_crashes,
-                "now_iso": timezone.now().isoformat(),
-                **q.clock(),
-            },
-        )
+        # recover stores a crash's facts in its entry; the words are rendered here, once
+        # (jobqueue.explain), and a second statement writes them to the entry's message and
+        # to last_error. Recovery is rare, so the second statement, only when a crash was
+        # counted, costs nothing that matters; one transaction keeps a job from ever being
+        # seen recovered without its words.
+        with transaction.atomic(using=q.using):
+            rows = q.fetchall(
+                "recover",
+                {
+                    "expired": expired,
+                    "worker": worker,
+                    "any_token": any_token,
+                    "tokens": q.names(tokens),
+                    "reason": reason,
+                    "max_crashes": self.settings.max_crashes,
+                    **q.clock(),
+                },
+            )
+            words = {
+                job_id: explain.crash(loads(entry))
+                for job_id, _, _, _, started, entry in rows
+                if started
+            }
+            if words:
+                q.execute(
+                    "explain_recovered",
+                    {"words": json.dumps([{"id": i, "message": m} for i, m in words.items()])},
+                )
         jobs: list[signals.RecoveredJob] = []
-        for job_id, task_name, queue, status, last_error, started in rows:
+        for job_id, task_name, queue, status, started, _ in rows:
             jobs.append(signals.RecoveredJob(job_id, task_name, queue, status, bool(started)))
             if started:
                 log = logger.error if status == states.ABANDONED else logger.warning
-                log("job %s (%s) recovered as %s: %s", job_id, task_name, status, last_error)
+                log("job %s (%s) recovered as %s: %s", job_id, task_name, status, words[job_id])
         unstarted = [str(job.id) for job in jobs if not job.crashed]
         if unstarted:
             logger.info(
