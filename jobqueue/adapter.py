@@ -23,7 +23,7 @@ from django.tasks.base import TaskError
 from django.tasks.exceptions import InvalidTask
 from django.tasks.signals import task_finished, task_started
 
-from jobqueue import signals, states, tasks
+from jobqueue import explain, signals, states, tasks
 from jobqueue.tasks import TaskOptions
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ STATUSES: Mapping[str, TaskResultStatus] = {
 }
 # Per-task options a JobQueueTask (or the backend's OPTIONS) may set, as TaskOptions fields.
 PER_TASK_OPTIONS = ("max_attempts", "timeout", "on_crash", "backoff")
-CRASH = "WorkerLost"
+CRASH = explain.WORKER_LOST
 
 
 class WorkerLost(Exception):
@@ -170,7 +170,7 @@ def result_from_job(job: Job, django_task: DjangoTask) -> TaskResult:
     errors = [
         TaskError(
             exception_class_path=exception_class_path(entry.get("type") or "Exception"),
-            traceback=entry.get("traceback") or entry.get("message") or "",
+            traceback=entry.get("traceback") or explain.message(entry),
         )
         for entry in job.errors
     ]

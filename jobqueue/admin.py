@@ -14,7 +14,6 @@ from typing import Any
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db import connections
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -30,6 +29,7 @@ from django.views.decorators.http import require_POST
 
 from jobqueue import actions, conf, display, notice, overview, states
 from jobqueue.models import Job, QueueSummary, Worker
+from jobqueue.sql import Queries
 from jobqueue.states import DISCARDABLE, RETRYABLE
 from jobqueue.store import Store
 
@@ -56,17 +56,7 @@ def planner_estimate(queryset: Any) -> int | None:
     """PostgreSQL's row estimate for an unfiltered queryset's table, or ``None``."""
     if not isinstance(queryset, QuerySet) or queryset.query.has_filters():
         return None
-    connection = connections[queryset.db]
-    if connection.vendor != "postgresql":
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
-            [queryset.model._meta.db_table],
-        )
-        row = cursor.fetchone()
-    # -1: never vacuumed or analysed, so no estimate yet.
-    return int(row[0]) if row and row[0] >= 0 else None
+    return Queries(queryset.db).estimated_rows(queryset.model._meta.db_table)
 
 
 class ReadOnlyMixin:

@@ -16,7 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
-from jobqueue import overview, states
+from jobqueue import explain, overview, states
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -69,7 +69,7 @@ def errors(job: Job) -> SafeString:
                 _("Attempt %(attempt)s") % {"attempt": entry.get("attempt", "?")},
                 _("at %(at)s on %(worker)s")
                 % {"at": when(_parse(entry.get("at"))), "worker": entry.get("worker") or "?"},
-                f"{entry.get('type', 'Error')}: {entry.get('message', '')}",
+                f"{entry.get('type', 'Error')}: {explain.message(entry)}",
                 _traceback(entry.get("traceback") or ""),
             )
             for entry in job.errors
@@ -105,12 +105,12 @@ def timeline(job: Job) -> SafeString:
         at = _parse(entry.get("at"))
         if at is None:
             continue
-        if entry.get("type") == "WorkerLost":
+        if explain.is_crash(entry):
             text = _("Attempt %(attempt)s: worker %(worker)s lost")
         else:
             text = _("Attempt %(attempt)s failed on %(worker)s")
         text %= {"attempt": entry.get("attempt", "?"), "worker": entry.get("worker") or "?"}
-        events.append((at, f"{text}: {first_line(str(entry.get('message', '')), 160)}"))
+        events.append((at, f"{text}: {first_line(explain.message(entry), 160)}"))
     if job.started_at:
         events.append((job.started_at, _("Latest attempt started")))
     if job.status == states.RUNNING and job.lease_until:

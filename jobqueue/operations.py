@@ -9,7 +9,6 @@ for the admin, the commands and scripts.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -83,8 +82,7 @@ def compile_selection(selection: Selection, queries: Queries) -> SelectionSQL:
 
         return SelectionSQL(_PLACEHOLDER.sub(name, sql), named, None)
     ids = sorted({int(pk) for pk in selection})
-    value: Any = ids if queries.is_postgresql else json.dumps(ids)
-    return SelectionSQL(queries.statements["operator_ids"], {"ids": value}, len(ids))
+    return SelectionSQL(queries.statements["operator_ids"], {"ids": queries.ids(ids)}, len(ids))
 
 
 @dataclass

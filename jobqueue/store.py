@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DataError, IntegrityError, transaction
 from django.utils import timezone
 
-from jobqueue import conf, signals, states
+from jobqueue import conf, explain, signals, states
 from jobqueue.enqueue import NOTIFY_CHANNEL
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.operations import Action, Outcome, Selection, SelectionSQL, compile_selection
@@ -356,7 +355,7 @@ class Store:
         self._fenced(
             "save_step",
             job,
-            {"name": name, "path": json_path(name), "value": json.dumps(value)},
+            {**self.queries.step_key(name), "value": json.dumps(value)},
         )
         job.steps[name] = value
 
@@ -387,9 +386,8 @@ class Store:
         """Record ``done`` and ``started`` (fenced) and claim up to ``limit`` + ``ahead``
         jobs of ``scope``.
 
-        Returns the ids of the successes the fence matched and the jobs claimed. On
-        PostgreSQL one statement does it all; SQLite has no writing CTEs, so there it is one
-        transaction of up to three statements, each skipped when it has nothing to do.
+        Returns the ids of the successes the fence matched and the jobs claimed, in one
+        statement where the database allows it (:meth:`Queries.record_and_claim`).
         """
         q = self.queries
         # A job that started and succeeded since the last write is recorded as a success
@@ -411,19 +409,10 @@ class Store:
             "lease": self.settings.lease,
             **q.clock(fence=self.settings.safety_buffer, lease_until=self.settings.lease),
         }
-        if q.is_postgresql:
-            rows = q.fetchall("claim", params)
-            matched = list(rows[0][0] or []) if rows else []
-            claimed_rows = [row[1:] for row in rows if row[1] is not None]
-        else:
-            claiming = bool(limit + ahead) and bool(scope.task_names)
-            # One transaction, and one commit, when there is more than one statement.
-            several = bool(started) + bool(done) + claiming > 1
-            with transaction.atomic(using=q.using) if several else nullcontext():
-                if started:
-                    q.execute("record_started", params)
-                matched = [row[0] for row in q.fetchall("succeed_many", params)] if done else []
-                claimed_rows = q.fetchall("claim", params) if claiming else []
+        claiming = bool(limit + ahead) and bool(scope.task_names)
+        matched, claimed_rows = q.record_and_claim(
+            params, done=bool(done), started=bool(started), claiming=claiming
+        )
         return matched, self._claimed(claimed_rows, scope.worker)
 
     def _claimed(self, rows: list[tuple[Any, ...]], worker: str) -> list[ClaimedJob]:
@@ -579,25 +568,40 @@ class Store:
         # started (its started_at still NULL) goes back to pending as unclaim hands it back,
         # with no crash counted and no error entry: the statement tells them apart.
         q = self.queries
-        rows = q.fetchall(
-            "recover",
-            {
-                "expired": expired,
-                "worker": worker,
-                "any_token": any_token,
-                "tokens": q.names(tokens),
-                "reason": reason,
-                "max_crashes": self.settings.max_crashes,
-                "now_iso": timezone.now().isoformat(),
-                **q.clock(),
-            },
-        )
+        # recover stores a crash's facts in its entry; the words are rendered here, once
+        # (jobqueue.explain), and a second statement writes them to the entry's message and
+        # to last_error. Recovery is rare, so the second statement, only when a crash was
+        # counted, costs nothing that matters; one transaction keeps a job from ever being
+        # seen recovered without its words.
+        with transaction.atomic(using=q.using):
+            rows = q.fetchall(
+                "recover",
+                {
+                    "expired": expired,
+                    "worker": worker,
+                    "any_token": any_token,
+                    "tokens": q.names(tokens),
+                    "reason": reason,
+                    "max_crashes": self.settings.max_crashes,
+                    **q.clock(),
+                },
+            )
+            words = {
+                job_id: explain.crash(loads(entry))
+                for job_id, _, _, _, started, entry in rows
+                if started
+            }
+            if words:
+                q.execute(
+                    "explain_recovered",
+                    {"words": json.dumps([{"id": i, "message": m} for i, m in words.items()])},
+                )
         jobs: list[signals.RecoveredJob] = []
-        for job_id, task_name, queue, status, last_error, started in rows:
+        for job_id, task_name, queue, status, started, _ in rows:
             jobs.append(signals.RecoveredJob(job_id, task_name, queue, status, bool(started)))
             if started:
                 log = logger.error if status == states.ABANDONED else logger.warning
-                log("job %s (%s) recovered as %s: %s", job_id, task_name, status, last_error)
+                log("job %s (%s) recovered as %s: %s", job_id, task_name, status, words[job_id])
         unstarted = [str(job.id) for job in jobs if not job.crashed]
         if unstarted:
             logger.info(
@@ -711,13 +715,12 @@ class Store:
         scope = compile_selection(selection, q)
         # A savepoint: a key collision or a dry run rolls back this operation only, never the
         # caller's transaction.
-        # operator_retry notifies each retried job's queue, as enqueue does (PostgreSQL).
-        notify = {"channel": NOTIFY_CHANNEL} if action == "retry" and q.is_postgresql else {}
+        # operator_retry notifies each retried job's queue, as enqueue does, where the
+        # database has NOTIFY (the SQLite statement has no use for the channel).
         with transaction.atomic(using=q.using):
-            rows = self._operator_rows(f"operator_{action}", scope, notify)
+            rows = self._operator_rows(f"operator_{action}", scope, {"channel": NOTIFY_CHANNEL})
             done = sorted(row[0] for row in rows)
-            done_param = done if q.is_postgresql else json.dumps(done)
-            counts = self._operator_rows(f"operator_{action}_skipped", scope, {"done": done_param})
+            counts = self._operator_rows(f"operator_{action}_skipped", scope, {"done": q.ids(done)})
             if dry_run:
                 transaction.set_rollback(True, using=q.using)
         skipped: dict[str, int] = {}
@@ -750,10 +753,7 @@ class Store:
         self, name: str, scope: SelectionSQL, params: dict[str, Any]
     ) -> list[tuple[Any, ...]]:
         q = self.queries
-        statement = q.statements[name].replace("{selection}", scope.sql)
-        with q.connection.cursor() as cursor:
-            cursor.execute(statement, {**scope.params, **q.clock(), **params})
-            return cursor.fetchall()
+        return q.fetchall_selection(name, scope.sql, {**scope.params, **q.clock(), **params})
 
     def _operated(self, outcome: Outcome) -> None:
         ids = ", ".join(map(str, outcome.done[:20])) + (", ..." if len(outcome.done) > 20 else "")
@@ -891,8 +891,3 @@ def _error_params(error: dict[str, Any]) -> dict[str, Any]:
     # json.dumps may raise (a value a handler put in the entry): callers treat that as a
     # refused value, like a DataError of the write.
     return {"error": json.dumps(error), "last_error": summary(error)}
-
-
-def json_path(step_name: str) -> str:
-    """SQLite's JSON path to one key of ``steps`` (names are validated by the context)."""
-    return '$."' + step_name + '"'

@@ -20,11 +20,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
 from jobqueue import conf, enqueue, states, tasks
 from jobqueue.enqueue import Call, EnqueueOptions
+from jobqueue.sql import Queries
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -353,17 +354,7 @@ def _make_due(
     The claim compares ``run_at`` with the database's ``now()``, which inside a test's
     transaction on PostgreSQL is the transaction's start, before anything the test enqueued.
     """
-    database_now = _database_now(using)
+    database_now = Queries(using).database_now()
     _selection(using, names, queues).filter(run_at__lte=now, run_at__gt=database_now).update(
         run_at=database_now
     )
-
-
-def _database_now(using: str) -> dt.datetime:
-    connection = connections[using]
-    if connection.vendor != "postgresql":
-        return timezone.now()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT now()")
-        value: dt.datetime = cursor.fetchone()[0]
-    return value

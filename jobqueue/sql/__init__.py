@@ -3,8 +3,10 @@
 Each statement sits in its file under a ``-- name: <name>`` line, except PostgreSQL's
 ``enqueue_keyless``: ``enqueue`` without its ON CONFLICT line, derived here so that the
 two never drift apart. Python refers to them by name only; how a vendor wants its
-parameters shaped (arrays or JSON text, the database clock or the caller's) is decided
-here and in the ``.sql`` files, nowhere else.
+parameters shaped (arrays or JSON text, the database clock or the caller's, a JSON path or
+a key), and how many statements a vendor needs for one piece of work (PostgreSQL's writing
+CTEs against SQLite's one transaction of several), is decided here and in the ``.sql``
+files, nowhere else: the store and the operator's side read the same for every database.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import datetime as dt
 import json
 import re
 from collections.abc import Sequence
+from contextlib import nullcontext
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from django.db import connections
+from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 from django.dispatch import receiver
@@ -105,6 +108,12 @@ class Queries:
             return "enqueue_keyless"
         return "enqueue"
 
+    def step_key(self, name: str) -> dict[str, str]:
+        """Where ``save_step`` writes the step ``name`` in ``steps``: PostgreSQL's
+        ``jsonb_set`` takes the key itself, SQLite's ``json_set`` a JSON path to it (step
+        names are validated by the context, so quoting the key is enough)."""
+        return {"name": name, "path": '$."' + name + '"'}
+
     def time(self, value: dt.datetime) -> Any:
         return self.connection.ops.adapt_datetimefield_value(value)
 
@@ -132,6 +141,61 @@ class Queries:
         with self.connection.cursor() as cursor:
             cursor.execute(self.statements[name], params)
             return cursor.fetchall()
+
+    def record_and_claim(
+        self, params: dict[str, Any], *, done: bool, started: bool, claiming: bool
+    ) -> tuple[list[int], list[tuple[Any, ...]]]:
+        """Record successes and held jobs' starts, and claim, with the parameters of the
+        ``claim`` statement; the ids of the successes the fence matched, and the claimed
+        jobs' rows as the claim returns them.
+
+        ``done``, ``started`` and ``claiming`` say which parts have anything to do. On
+        PostgreSQL ``claim`` does all three in one statement, whatever is empty. SQLite has
+        no writing CTEs, so there it is one transaction of up to three statements, each
+        skipped when it has nothing to do (and no transaction around just one).
+        """
+        if self.is_postgresql:
+            rows = self.fetchall("claim", params)
+            # One row per claimed job (one with a NULL id if none was), each carrying the
+            # ids of the successes the fence matched.
+            matched = list(rows[0][0] or []) if rows else []
+            return matched, [row[1:] for row in rows if row[1] is not None]
+        several = started + done + claiming > 1
+        with transaction.atomic(using=self.using) if several else nullcontext():
+            if started:
+                self.execute("record_started", params)
+            matched = [row[0] for row in self.fetchall("succeed_many", params)] if done else []
+            claimed = self.fetchall("claim", params) if claiming else []
+        return matched, claimed
+
+    def fetchall_selection(
+        self, name: str, selection: str, params: dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        """Run an operator statement with its ``{selection}`` replaced by the subquery
+        ``selection`` (``operator_ids``, or a Django filter compiled to SQL)."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(self.statements[name].replace("{selection}", selection), params)
+            return cursor.fetchall()
+
+    # -- answers that only one vendor gives ------------------------------------------
+
+    def database_now(self) -> dt.datetime:
+        """The clock the statements compare times with: PostgreSQL's ``now()`` (inside a
+        transaction, its start), or this host's clock on SQLite, whose statements take
+        the caller's."""
+        if not self.is_postgresql:
+            return timezone.now()
+        [(value,)] = self.fetchall("database_now", {})
+        return value
+
+    def estimated_rows(self, table: str) -> int | None:
+        """The planner's estimate of ``table``'s rows on PostgreSQL (``None`` before it was
+        ever analysed); always ``None`` on SQLite, which keeps no such estimate."""
+        if not self.is_postgresql:
+            return None
+        rows = self.fetchall("estimated_rows", {"table": table})
+        # -1: never vacuumed or analysed, so no estimate yet.
+        return int(rows[0][0]) if rows and rows[0][0] is not None and rows[0][0] >= 0 else None
 
 
 def loads(value: Any) -> Any:

@@ -252,7 +252,11 @@ RETURNING id;
 -- MAX_CRASHES-th crash, parks it as abandoned for an operator. A job claimed ahead and never
 -- started (started_at NULL: held in the worker's line) goes back to pending as unclaim
 -- hands it back: no attempt spent, no crash counted, no error entry, last_error and run_at
--- as they were. RETURNING's last column says which it was.
+-- as they were. RETURNING's fifth column says which it was.
+-- A crash appends a WorkerLost entry holding the facts as fields, which only this statement
+-- still sees (the worker's row, the lease it held); its words are rendered from them in
+-- Python (jobqueue.explain), and explain_recovered writes them, in the same transaction, to
+-- the entry's message and last_error. RETURNING's last column is that entry.
 UPDATE jobqueue_job AS job
 SET status = CASE WHEN lost.parks THEN 'abandoned' ELSE 'pending' END,
     crashes = job.crashes + CASE WHEN lost.started THEN 1 ELSE 0 END,
@@ -262,11 +266,16 @@ SET status = CASE WHEN lost.parks THEN 'abandoned' ELSE 'pending' END,
     lease_until = NULL,
     token = NULL,
     worker = CASE WHEN lost.parks THEN job.worker END,
-    last_error = CASE WHEN lost.started THEN lost.message ELSE job.last_error END,
     errors = CASE WHEN lost.started
                   THEN job.errors || jsonb_build_array(jsonb_build_object(
-                      'type', 'WorkerLost', 'message', lost.message, 'traceback', '',
-                      'attempt', job.attempts, 'at', now(), 'worker', job.worker))
+                      'type', 'WorkerLost', 'message', '', 'traceback', '',
+                      'attempt', job.attempts, 'at', now(), 'worker', job.worker,
+                      'reason', %(reason)s::text,
+                      'host', lost.hostname, 'pid', lost.pid,
+                      'last_heartbeat', lost.last_heartbeat, 'lease_until', job.lease_until,
+                      'policy', job.on_crash, 'crashes', job.crashes + 1,
+                      'max_crashes', %(max_crashes)s::integer,
+                      'outcome', CASE WHEN lost.parks THEN 'abandoned' ELSE 'pending' END))
                   ELSE job.errors
              END,
     updated_at = now()
@@ -276,21 +285,7 @@ FROM (
            candidate.started_at IS NOT NULL
            AND (candidate.on_crash = 'park' OR candidate.crashes + 1 >= %(max_crashes)s)
            AS parks,
-           %(reason)s || ' Worker ' || coalesce(candidate.worker, '?')
-           || coalesce(' (host ' || w.hostname || ', pid ' || w.pid || ', last heartbeat '
-                       || to_char(w.last_heartbeat AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')
-                       || ' UTC)', ' (no longer registered)')
-           || ', lease held until '
-           || to_char(candidate.lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')
-           || ' UTC. '
-           || CASE WHEN candidate.on_crash = 'park'
-                   THEN 'Parked as abandoned (on_crash="park"): retry or discard it by hand.'
-                   WHEN candidate.crashes + 1 >= %(max_crashes)s
-                   THEN 'Parked as abandoned after ' || (candidate.crashes + 1)
-                        || ' crashes (MAX_CRASHES): retry or discard it by hand.'
-                   ELSE 'Returned to pending without spending an attempt (crash '
-                        || (candidate.crashes + 1) || ' of at most ' || %(max_crashes)s || ').'
-              END AS message
+           w.hostname, w.pid, w.last_heartbeat
     FROM jobqueue_job AS candidate
     LEFT JOIN jobqueue_worker AS w ON w.id = candidate.worker
     WHERE candidate.status = 'running'
@@ -300,7 +295,19 @@ FROM (
     FOR UPDATE OF candidate SKIP LOCKED
 ) AS lost
 WHERE job.id = lost.id AND job.status = 'running'
-RETURNING job.id, job.task_name, job.queue, job.status, job.last_error, lost.started;
+RETURNING job.id, job.task_name, job.queue, job.status, lost.started,
+          CASE WHEN lost.started THEN job.errors -> -1 END;
+
+-- name: explain_recovered
+-- The words of the crashes recover just counted, rendered by jobqueue.explain from their
+-- entries' fields: each becomes its entry's message and the job's last_error. Run in
+-- recover's transaction, whose row locks still hold, so it meets the rows as recover left
+-- them; it writes only the latest entry, and only if that is a crash's.
+UPDATE jobqueue_job AS job
+SET last_error = words.message,
+    errors = jsonb_set(job.errors, '{-1,message}', to_jsonb(words.message))
+FROM jsonb_to_recordset(%(words)s::jsonb) AS words(id bigint, message text)
+WHERE job.id = words.id AND job.errors -> -1 ->> 'type' = 'WorkerLost';
 
 -- name: reap_workers
 -- Forget workers that have not renewed for a whole lease; their jobs are recovered above.
@@ -424,6 +431,16 @@ FROM jobqueue_job AS job
 WHERE job.id IN (SELECT id FROM selected)
   AND job.id NOT IN (SELECT unnest(%(done)s::bigint[]))
 GROUP BY 1;
+
+-- name: database_now
+-- The clock every statement here compares times with (inside a transaction, its start):
+-- the test kit makes jobs due by it. SQLite's statements take the caller's clock instead.
+SELECT now();
+
+-- name: estimated_rows
+-- The planner's estimate of a table's rows (-1 before it was ever vacuumed or analysed):
+-- the admin counts a large unfiltered changelist by it instead of a count(*) of every row.
+SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%(table)s);
 
 -- name: listener_backend_pid
 -- The server process behind the listener's connection. On a direct connection it is the pid

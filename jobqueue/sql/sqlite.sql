@@ -224,9 +224,15 @@ RETURNING id;
 -- MAX_CRASHES-th crash, parks it as abandoned for an operator. A job claimed ahead and never
 -- started (started_at NULL: held in the worker's line) goes back to pending as unclaim
 -- hands it back: no attempt spent, no crash counted, no error entry, last_error and run_at
--- as they were. RETURNING may name only the updated table, so its last column reads which
+-- as they were. RETURNING may name only the updated table, so its fifth column reads which
 -- it was back from started_at, which this statement leaves as it is (with typeof: see the
 -- claim).
+-- A crash appends a WorkerLost entry holding the facts as fields, which only this statement
+-- still sees (the worker's row, the lease it held); its words are rendered from them in
+-- Python (jobqueue.explain), and explain_recovered writes them, in the same transaction, to
+-- the entry's message and last_error. RETURNING's last column is that entry. Its times are
+-- ISO 8601 with their offset, as PostgreSQL writes them: Django stores a datetime here as
+-- UTC text with a space for the T.
 UPDATE jobqueue_job
 SET status = CASE WHEN lost.parks THEN 'abandoned' ELSE 'pending' END,
     crashes = jobqueue_job.crashes + lost.started,
@@ -236,12 +242,19 @@ SET status = CASE WHEN lost.parks THEN 'abandoned' ELSE 'pending' END,
     lease_until = NULL,
     token = NULL,
     worker = CASE WHEN lost.parks THEN jobqueue_job.worker END,
-    last_error = CASE WHEN lost.started THEN lost.message ELSE jobqueue_job.last_error END,
     errors = CASE WHEN lost.started
                   THEN json_insert(jobqueue_job.errors, '$[#]', json_object(
-                      'type', 'WorkerLost', 'message', lost.message, 'traceback', '',
-                      'attempt', jobqueue_job.attempts, 'at', %(now_iso)s,
-                      'worker', jobqueue_job.worker))
+                      'type', 'WorkerLost', 'message', '', 'traceback', '',
+                      'attempt', jobqueue_job.attempts,
+                      'at', replace(%(now)s, ' ', 'T') || '+00:00',
+                      'worker', jobqueue_job.worker,
+                      'reason', %(reason)s,
+                      'host', lost.hostname, 'pid', lost.pid,
+                      'last_heartbeat', replace(lost.last_heartbeat, ' ', 'T') || '+00:00',
+                      'lease_until', replace(jobqueue_job.lease_until, ' ', 'T') || '+00:00',
+                      'policy', jobqueue_job.on_crash, 'crashes', jobqueue_job.crashes + 1,
+                      'max_crashes', %(max_crashes)s,
+                      'outcome', CASE WHEN lost.parks THEN 'abandoned' ELSE 'pending' END))
                   ELSE jobqueue_job.errors
              END,
     updated_at = %(now)s
@@ -251,18 +264,7 @@ FROM (
            candidate.started_at IS NOT NULL
            AND (candidate.on_crash = 'park' OR candidate.crashes + 1 >= %(max_crashes)s)
            AS parks,
-           %(reason)s || ' Worker ' || coalesce(candidate.worker, '?')
-           || coalesce(' (host ' || w.hostname || ', pid ' || w.pid || ', last heartbeat '
-                       || substr(w.last_heartbeat, 1, 19) || ' UTC)', ' (no longer registered)')
-           || ', lease held until ' || substr(candidate.lease_until, 1, 19) || ' UTC. '
-           || CASE WHEN candidate.on_crash = 'park'
-                   THEN 'Parked as abandoned (on_crash="park"): retry or discard it by hand.'
-                   WHEN candidate.crashes + 1 >= %(max_crashes)s
-                   THEN 'Parked as abandoned after ' || (candidate.crashes + 1)
-                        || ' crashes (MAX_CRASHES): retry or discard it by hand.'
-                   ELSE 'Returned to pending without spending an attempt (crash '
-                        || (candidate.crashes + 1) || ' of at most ' || %(max_crashes)s || ').'
-              END AS message
+           w.hostname, w.pid, w.last_heartbeat
     FROM jobqueue_job AS candidate
     LEFT JOIN jobqueue_worker AS w ON w.id = candidate.worker
     WHERE candidate.status = 'running'
@@ -272,7 +274,21 @@ FROM (
                     OR candidate.token IN (SELECT value FROM json_each(%(tokens)s)))))
 ) AS lost
 WHERE jobqueue_job.id = lost.id AND jobqueue_job.status = 'running'
-RETURNING id, task_name, queue, status, last_error, typeof(started_at) <> 'null';
+RETURNING id, task_name, queue, status, typeof(started_at) <> 'null',
+          CASE WHEN typeof(started_at) <> 'null' THEN errors -> '$[#-1]' END;
+
+-- name: explain_recovered
+-- The words of the crashes recover just counted, rendered by jobqueue.explain from their
+-- entries' fields: each becomes its entry's message and the job's last_error. Run in
+-- recover's transaction, under the same write lock, so it meets the rows as recover left
+-- them; it writes only the latest entry, and only if that is a crash's.
+UPDATE jobqueue_job
+SET last_error = words.message,
+    errors = json_set(errors, '$[#-1].message', words.message)
+FROM (
+    SELECT value ->> 'id' AS id, value ->> 'message' AS message FROM json_each(%(words)s)
+) AS words
+WHERE jobqueue_job.id = words.id AND errors ->> '$[#-1].type' = 'WorkerLost';
 
 -- name: reap_workers
 -- Forget workers that have not renewed for a whole lease; their jobs are recovered above.

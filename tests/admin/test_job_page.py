@@ -73,6 +73,38 @@ def test_the_page_shows_everything_read_only(operator):
     assert positions == sorted(positions)
 
 
+def test_a_crash_is_shown_in_the_words_its_fields_give(operator):
+    at = timezone.now() - dt.timedelta(minutes=1)
+    crash = {
+        "type": "WorkerLost",
+        "message": "",  # what a crash's entry holds before the store writes its words
+        "traceback": "",
+        "attempt": 1,
+        "at": at.isoformat(),
+        "worker": "web-2:11:bb",
+        "reason": "The worker process 11 died (killed by SIGKILL).",
+        "host": "web-2",
+        "pid": 11,
+        "last_heartbeat": "2026-11-29T18:14:45+00:00",
+        "lease_until": "2026-11-29T18:19:45+00:00",
+        "policy": "park",
+        "crashes": 1,
+        "max_crashes": 3,
+        "outcome": "abandoned",
+    }
+    job = JobFactory(status="abandoned", attempts=0, crashes=1, errors=[crash], finished_at=at)
+    html = operator.get(page(job)).content.decode()
+    words = (
+        "The worker process 11 died (killed by SIGKILL). Worker web-2:11:bb (host web-2, "
+        "pid 11, last heartbeat 2026-11-29 18:14:45 UTC), lease held until 2026-11-29 "
+        "18:19:45 UTC. Parked as abandoned (on_crash=&quot;park&quot;): retry or discard "
+        "it by hand."
+    )
+    assert f"WorkerLost: {words}" in html
+    timeline = html[html.index("jobqueue-timeline") :]
+    assert "Attempt 1: worker web-2:11:bb lost: The worker process 11 died" in timeline
+
+
 def test_a_post_to_the_page_changes_nothing(operator):
     job = failed_job()
     response = operator.post(page(job), {"queue": "hacked", "status": "succeeded"})

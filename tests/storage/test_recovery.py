@@ -7,6 +7,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from jobqueue import explain
 from jobqueue.models import Job
 from jobqueue.models import Worker as WorkerRow
 from jobqueue.runtime.attempt import Attempt
@@ -75,6 +76,32 @@ def test_park_policy_and_the_crash_limit_abandon():
         row = Job.objects.get(pk=job.pk)
         assert row.status == "abandoned" and reason in row.last_error
         assert row.finished_at is not None and row.worker == "gone:1:x"
+
+
+def test_a_crash_entry_holds_the_facts_and_its_words_are_rendered_from_them():
+    WorkerRow.objects.create(
+        id="gone:1:x", hostname="web-3", pid=4242, pool="default", concurrency=4
+    )
+    [job] = expired_running(crashes=2)
+    [(_, _, status)] = Store().rescue_expired()
+    row = Job.objects.get(pk=job.pk)
+    entry = row.errors[-1]
+    lease_until = dt.datetime.fromisoformat(entry["lease_until"])
+    heartbeat = dt.datetime.fromisoformat(entry["last_heartbeat"])
+    assert status == "abandoned" and lease_until == job.lease_until
+    assert heartbeat == WorkerRow.objects.get(pk="gone:1:x").last_heartbeat
+    assert {key: entry[key] for key in ("worker", "host", "pid", "policy", "outcome")} == {
+        "worker": "gone:1:x",
+        "host": "web-3",
+        "pid": 4242,
+        "policy": "retry",
+        "outcome": "abandoned",
+    }
+    assert (entry["crashes"], entry["max_crashes"], entry["attempt"]) == (3, 3, 1)
+    assert entry["reason"].startswith("The worker stopped renewing its lease")
+    # The words, once: the entry's message and last_error are what explain renders.
+    assert entry["message"] == row.last_error == explain.crash(entry)
+    assert "Parked as abandoned after 3 crashes (MAX_CRASHES)" in row.last_error
 
 
 def test_an_abandoned_job_frees_its_idempotency_key():
