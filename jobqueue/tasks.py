@@ -26,7 +26,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
 from jobqueue import conf
-from jobqueue.enqueue import EnqueueOptions, collector_paused, enqueue_calls, text_problem
+from jobqueue.arguments import text_problem
+from jobqueue.enqueue import EnqueueOptions, collector_paused, enqueue_calls
 
 if TYPE_CHECKING:
     from jobqueue.models import Job

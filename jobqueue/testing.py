@@ -24,7 +24,8 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
 
 from jobqueue import conf, enqueue, states, tasks
-from jobqueue.enqueue import Call, EnqueueOptions
+from jobqueue.arguments import Call, Signed
+from jobqueue.enqueue import EnqueueOptions
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -124,7 +125,7 @@ class Captured(Sequence[Enqueued]):
     # Called by enqueue_calls with validated calls.
     def _intercept(
         self,
-        task: tasks.Task[Any, Any],
+        task: Signed,
         options: EnqueueOptions,
         calls: Sequence[Call],
         keys: Sequence[str | None],
@@ -211,7 +212,7 @@ def _describe(task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
 
 
 def _unsaved(
-    task: tasks.Task[Any, Any],
+    task: Signed,
     options: EnqueueOptions,
     args: Sequence[Any],
     kwargs: dict[str, Any],

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from asgiref.sync import sync_to_async
 
-from jobqueue.enqueue import json_problem
+from jobqueue.arguments import json_problem
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
