@@ -200,7 +200,7 @@ class JobQueueBackend(BaseTaskBackend):
         except ImproperlyConfigured:
             return messages  # jobqueue.E001 reports it
         for queue in sorted(self.queues):
-            if not _served(jobqueue_settings, queue):
+            if jobqueue_settings.pool_for(queue) is None:
                 messages.append(
                     checks.Error(
                         f'{where}["QUEUES"] has {queue!r}, but no pool in JOBQUEUE["POOLS"] '
@@ -238,14 +238,6 @@ def _task_defaults(alias: str, options: Mapping[str, Any]) -> dict[str, Any]:
         except ImproperlyConfigured as exc:
             raise InvalidTaskBackend(str(exc)) from None
     return defaults
-
-
-def _served(jobqueue_settings: conf.Settings, queue: str) -> bool:
-    if queue in jobqueue_settings.routing:
-        return True
-    return any(
-        pool.queues is None or queue in pool.queues for pool in jobqueue_settings.pools.values()
-    )
 
 
 def _aware(run_after: dt.datetime | None) -> dt.datetime | None:

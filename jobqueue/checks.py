@@ -34,7 +34,6 @@ def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
 def _queues_without_pool(settings: conf.Settings) -> list[checks.CheckMessage]:
     """Registered tasks whose queue no pool serves (only possible without a catch-all)."""
     from jobqueue import tasks
-    from jobqueue.runtime.queues import owner
 
     try:
         tasks.discover()
@@ -44,7 +43,7 @@ def _queues_without_pool(settings: conf.Settings) -> list[checks.CheckMessage]:
     for name in tasks.registered_names():
         task = tasks.get(name)
         queue = getattr(getattr(task, "options", None), "queue", None)
-        if queue and owner(settings, queue) is None:
+        if queue and settings.pool_for(queue) is None:
             orphans.setdefault(queue, []).append(name)
     return [
         checks.Error(

@@ -82,4 +82,4 @@ def test_queue_selection_for_pools_routing_and_options():
         None,
         ("emails", "reports", "webhooks"),
     )
-    assert queues.owner(s, "anything") == "slow"
+    assert s.pool_for("anything") == s.pools["slow"]
