@@ -115,7 +115,7 @@ class EnqueueOptions:
                 f"(conf.MAX_DELAY, ten years), not {short_repr(self.delay)}."
             )
         if self.run_at is not None:
-            self._validate_run_at()
+            check_run_at(name, self.run_at)
         key = self.idempotency_key
         if key is not None and (not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH):
             raise TypeError(
@@ -127,31 +127,30 @@ class EnqueueOptions:
         if self.database not in connections:
             raise ValueError(f"{name}: database {self.database!r} is not in settings.DATABASES.")
 
-    def _validate_run_at(self, label: str = "run_at") -> None:
-        run_at = self.run_at
-        if not isinstance(run_at, dt.datetime) or timezone.is_naive(run_at):
-            raise ValueError(
-                f"{self.task_name}: {label} must be a timezone-aware datetime, not {run_at!r}."
-            )
-        # A run_at in the past is due now. One further ahead than MAX_DELAY is refused, as a
-        # delay that long is: it is almost certainly a mistake (a year typed wrong, seconds
-        # taken for milliseconds), and a time near year 9999 breaks date arithmetic later.
-        try:
-            ahead = (run_at.astimezone(dt.UTC) - timezone.now()).total_seconds()
-        except OverflowError:  # year 1 in a zone east of UTC: no UTC time to store
-            raise ValueError(
-                f"{self.task_name}: {label} {run_at!r} has no UTC equivalent a database can store."
-            ) from None
-        if ahead > conf.MAX_DELAY:
-            raise ValueError(
-                f"{self.task_name}: {label} {run_at.isoformat()} is more than "
-                f"{conf.MAX_DELAY:,} seconds (conf.MAX_DELAY, ten years) ahead."
-            )
-
     def due_at(self, now: dt.datetime) -> dt.datetime:
         if self.run_at is not None:
             return self.run_at
         return now + dt.timedelta(seconds=self.delay or 0)
+
+
+def check_run_at(task_name: str, run_at: Any, label: str = "run_at") -> None:
+    """Raise ``ValueError`` naming ``label`` unless ``run_at`` is an aware time a job may have."""
+    if not isinstance(run_at, dt.datetime) or timezone.is_naive(run_at):
+        raise ValueError(f"{task_name}: {label} must be a timezone-aware datetime, not {run_at!r}.")
+    # A run_at in the past is due now. One further ahead than MAX_DELAY is refused, as a
+    # delay that long is: it is almost certainly a mistake (a year typed wrong, seconds
+    # taken for milliseconds), and a time near year 9999 breaks date arithmetic later.
+    try:
+        ahead = (run_at.astimezone(dt.UTC) - timezone.now()).total_seconds()
+    except OverflowError:  # year 1 in a zone east of UTC: no UTC time to store
+        raise ValueError(
+            f"{task_name}: {label} {run_at!r} has no UTC equivalent a database can store."
+        ) from None
+    if ahead > conf.MAX_DELAY:
+        raise ValueError(
+            f"{task_name}: {label} {run_at.isoformat()} is more than "
+            f"{conf.MAX_DELAY:,} seconds (conf.MAX_DELAY, ten years) ahead."
+        )
 
 
 def enqueue_calls(

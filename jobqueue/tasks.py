@@ -7,7 +7,7 @@ import functools
 import importlib
 import inspect
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
@@ -49,6 +49,42 @@ class TaskKeywords(TypedDict, total=False):
     timeout: float | None
     on_crash: str | None
     backoff: conf.Backoff | None
+
+
+# The options a task's jobs inherit, which a project may also default per backend: the
+# names of @task(...)'s keywords, and of validate_options()'s.
+INHERITED_OPTIONS = ("max_attempts", "timeout", "on_crash", "backoff")
+
+
+def validate_options(options: Mapping[str, Any], where: Callable[[str], str]) -> dict[str, Any]:
+    """Return ``options`` checked, or raise ``ValueError`` naming ``where(option)``.
+
+    The one rule for :data:`INHERITED_OPTIONS`, whoever gives them: ``@task(...)``, a
+    ``django.tasks`` task's options, the backend's ``OPTIONS`` (which turns the error into
+    ``ImproperlyConfigured``: it is a setting). Every value given is checked, ``None``
+    included: a caller leaves out what it was not given. ``backoff`` comes back as a tuple
+    of floats (or the callable), ``timeout`` as float seconds.
+    """
+    checked: dict[str, Any] = {}
+    try:
+        for option, value in options.items():
+            if option == "max_attempts":
+                # Job.max_attempts is a PostgreSQL integer column.
+                checked[option] = conf.positive_int(
+                    where(option), value, maximum=conf.MAX_INTEGER_COLUMN
+                )
+            elif option == "timeout":
+                checked[option] = conf.seconds(where(option), value)
+            elif option == "on_crash":
+                checked[option] = conf.validate_on_crash(where(option), value)
+            elif option == "backoff":
+                checked[option] = conf.validate_backoff(where(option), value)
+            else:
+                raise TypeError(f"{option!r} is not one of {', '.join(INHERITED_OPTIONS)}.")
+    except ImproperlyConfigured as exc:
+        # conf's checks are written for settings; here the value is an argument.
+        raise ValueError(str(exc)) from None
+    return checked
 
 
 @dataclass(frozen=True)
@@ -311,24 +347,17 @@ def task(
 
 
 def _validated_options(task_name: str, **options: Any) -> TaskOptions:
-    where = f"@task option {{}} of {task_name}"
-    try:
-        # The enqueue-side checks (queue, priority, max_attempts) are shared with .using().
-        EnqueueOptions.build(
-            task_name=f"@task {task_name}",
-            defaults=None,
-            queue=options["queue"],
-            priority=options["priority"],
-            max_attempts=options["max_attempts"],
-        )
-        if options["timeout"] is not None:
-            conf.seconds(where.format("timeout"), options["timeout"])
-        if options["on_crash"] is not None:
-            conf.validate_on_crash(where.format("on_crash"), options["on_crash"])
-        if options["backoff"] is not None:
-            options["backoff"] = conf.validate_backoff(where.format("backoff"), options["backoff"])
-    except ImproperlyConfigured as exc:
-        raise ValueError(str(exc)) from None
+    # queue and priority are checked as .using() checks them; the rest as every task's are.
+    EnqueueOptions.build(
+        task_name=f"@task {task_name}",
+        defaults=None,
+        queue=options["queue"],
+        priority=options["priority"],
+    )
+    given = {name: options[name] for name in INHERITED_OPTIONS if options[name] is not None}
+    checked = validate_options(given, where=f"@task option {{}} of {task_name}".format)
+    if "backoff" in checked:
+        options["backoff"] = checked["backoff"]
     return TaskOptions(**options)
 
 
