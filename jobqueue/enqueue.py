@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
-import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -187,11 +186,6 @@ def insert_calls(
     queries = Queries(options.database)
     now = timezone.now()
     run_at = options.due_at(now)
-
-    def timestamp(value: dt.datetime) -> Any:
-        # PostgreSQL: ISO text that the statement casts, quoted faster than a datetime.
-        return value.isoformat() if queries.is_postgresql else queries.time(value)
-
     args = [list(positional) for positional, _ in calls]
     kwargs = [named for _, named in calls]
     common = {
@@ -201,24 +195,12 @@ def insert_calls(
         "max_attempts": options.max_attempts or conf.get().max_attempts,
         "on_crash": options.on_crash or conf.get().on_crash,
     }
-    params = {
-        **common,
-        "run_at": timestamp(run_at),
-        "now": timestamp(now),
-        "channel": NOTIFY_CHANNEL,
-    }
-    if len(calls) == 1:
-        params.update(
-            args=json.dumps(args[0]), kwargs=json.dumps(kwargs[0]), idempotency_key=keys[0]
-        )
-        inserted = queries.fetchall("enqueue_one", params)
-    else:
-        params.update(queries.jobs(args, kwargs, keys))
-        inserted = queries.fetchall(queries.enqueue_statement(keys), params)
-        inserted.sort()  # by id: ids are unique, so the other columns never decide
+    inserted = queries.insert_jobs(
+        {**common, "channel": NOTIFY_CHANNEL}, run_at=run_at, now=now, rows=(args, kwargs, keys)
+    )
 
-    # Rows come back in insertion order (ids ascend); a row skipped for its key leaves a gap,
-    # recognised because the next returned row carries a different key.
+    # Rows come back in call order; a row skipped for its key leaves a gap, recognised
+    # because the next returned row carries a different key.
     common.update(status=states.PENDING, run_at=run_at, enqueued_at=now, updated_at=now)
     make = _job_maker(Job, common, options.database)
     jobs: list[Job | None] = []
