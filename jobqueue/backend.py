@@ -133,6 +133,7 @@ class JobQueueBackend(BaseTaskBackend):
 
     def get_result(self, result_id: str) -> TaskResult:
         """The result of the job ``result_id`` (its primary key), read from its row."""
+        # Imported here: this module may load before the app registry is ready.
         from jobqueue.models import Job
 
         try:
@@ -143,6 +144,7 @@ class JobQueueBackend(BaseTaskBackend):
 
     async def aget_result(self, result_id: str) -> TaskResult:
         """:meth:`get_result` for async code: one query, no thread hop."""
+        # Imported here: this module may load before the app registry is ready.
         from jobqueue.models import Job
 
         try:

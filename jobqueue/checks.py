@@ -8,7 +8,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from jobqueue import conf
+from jobqueue import conf, tasks
 from jobqueue.sql import SUPPORTED_VENDORS
 
 
@@ -33,8 +33,6 @@ def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
 
 def _queues_without_pool(settings: conf.Settings) -> list[checks.CheckMessage]:
     """Registered tasks whose queue no pool serves (only possible without a catch-all)."""
-    from jobqueue import tasks
-
     try:
         tasks.discover()
     except Exception:  # an import error surfaces where the module is used

@@ -181,6 +181,7 @@ def insert_calls(
     task: Signed, options: EnqueueOptions, calls: Sequence[Call], keys: Sequence[str | None]
 ) -> list[Job | None]:
     """The one INSERT of jobs: validated calls, one statement, NOTIFY inside it."""
+    # Imported here: this module may load before the app registry is ready.
     from jobqueue.models import Job
 
     queries = Queries(options.database)

@@ -26,6 +26,8 @@ from django.utils import timezone
 from jobqueue import conf, enqueue, states, tasks
 from jobqueue.arguments import Call, Signed
 from jobqueue.enqueue import EnqueueOptions
+from jobqueue.runtime import attempt as attempts
+from jobqueue.store import Store
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -219,6 +221,7 @@ def _unsaved(
     key: str | None,
     now: dt.datetime,
 ) -> Job:
+    # Imported here: this module may load before the app registry is ready.
     from jobqueue.models import Job
 
     return Job(
@@ -303,9 +306,6 @@ def run_jobs(
     to those queues. Stops after ``max_attempts`` attempts, so a job that snoozes forever
     cannot hang a test. Timeouts of synchronous handlers are not enforced here.
     """
-    from jobqueue.runtime import attempt as attempts
-    from jobqueue.store import Store
-
     run = Run(clock=clock or Clock())
     names = tasks.discover()
     store = Store(using)
@@ -330,6 +330,7 @@ def run_jobs(
 
 
 def _jobs(using: str) -> Any:
+    # Imported here: this module may load before the app registry is ready.
     from jobqueue.models import Job
 
     return Job.objects.using(using)

@@ -38,6 +38,7 @@ class JobContext:
     @cached_property
     def job(self) -> Job:
         """The job's row, read when first asked for."""
+        # Imported here: this module may load before the app registry is ready.
         from jobqueue.models import Job
 
         return Job.objects.using(self._store.queries.using).get(pk=self._claimed.id)
