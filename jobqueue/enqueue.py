@@ -1,7 +1,8 @@
 """The enqueue side: validate options and arguments, insert rows, wake workers at commit.
 
 Everything a caller can get wrong fails here, in the caller's process, with an error that
-names the option or the argument, never later inside a worker.
+names the option or the argument, never later inside a worker. The arguments' rules are
+:mod:`jobqueue.arguments`'s; the statement and its vendor shapes are :mod:`jobqueue.sql`'s.
 """
 
 from __future__ import annotations
