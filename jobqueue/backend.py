@@ -213,18 +213,22 @@ def _task_defaults(alias: str, options: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(options, Mapping):
         raise InvalidTaskBackend(f"{where} must be a dict, not {options!r}.")
     keys = {name: key for key, name in OPTION_KEYS.items()}
-    given: dict[str, Any] = {}
+
+    def label(name: str) -> str:
+        return f'{where}["{keys[name]}"]'
+
+    defaults: dict[str, Any] = {}
     for key, value in options.items():
         name = OPTION_KEYS.get(key)
         if name is None:
             raise InvalidTaskBackend(
                 f"{where} has an unknown key {key!r}; jobqueue takes {', '.join(OPTION_KEYS)}."
             )
-        given[name] = value
-    try:
-        return tasks.validate_options(given, where=lambda name: f'{where}["{keys[name]}"]')
-    except ValueError as exc:
-        raise InvalidTaskBackend(str(exc)) from None
+        try:
+            defaults |= tasks.validate_options({name: value}, where=label)
+        except ValueError as exc:
+            raise InvalidTaskBackend(str(exc)) from None
+    return defaults
 
 
 def _aware(run_after: dt.datetime | None) -> dt.datetime | None:

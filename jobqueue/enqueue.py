@@ -30,11 +30,13 @@ from jobqueue.sql import Queries
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
+
 MAX_QUEUE_LENGTH = 100
 MAX_KEY_LENGTH = 255
 PRIORITY_RANGE = (-100, 100)
 # Job.max_attempts is a PostgreSQL integer column.
 MAX_ATTEMPTS_LIMIT = conf.MAX_INTEGER_COLUMN
+
 Interceptor = Callable[
     [Signed, "EnqueueOptions", Sequence[Call], Sequence[str | None]], "list[Job | None]"
 ]
