@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from jobqueue import adapter, conf, tasks
 from jobqueue.enqueue import EnqueueOptions, check_run_at, enqueue_calls
+from jobqueue.options import INHERITED_OPTIONS, validate_options
 from jobqueue.sql import SUPPORTED_VENDORS
 
 if TYPE_CHECKING:
@@ -65,11 +66,11 @@ class JobQueueTask(Task):
     def __post_init__(self) -> None:
         given = {
             name: getattr(self, name)
-            for name in tasks.INHERITED_OPTIONS
+            for name in INHERITED_OPTIONS
             if getattr(self, name) is not None
         }
         try:
-            checked = tasks.validate_options(
+            checked = validate_options(
                 given, where=f"@task option {{}} of {self.module_path}".format
             )
         except ValueError as exc:
@@ -225,7 +226,7 @@ def _task_defaults(alias: str, options: Mapping[str, Any]) -> dict[str, Any]:
                 f"{where} has an unknown key {key!r}; jobqueue takes {', '.join(OPTION_KEYS)}."
             )
         try:
-            defaults |= tasks.validate_options({name: value}, where=label)
+            defaults |= validate_options({name: value}, where=label)
         except ValueError as exc:
             raise InvalidTaskBackend(str(exc)) from None
     return defaults

@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
@@ -26,6 +25,7 @@ from django.utils import timezone
 from jobqueue import conf, signals, states
 from jobqueue.arguments import Call, Signed, check_calls, check_text, short_repr
 from jobqueue.channel import NOTIFY_CHANNEL
+from jobqueue.options import validate_options
 from jobqueue.sql import Queries
 
 if TYPE_CHECKING:
@@ -101,10 +101,7 @@ class EnqueueOptions:
                 f"not {short_repr(self.max_attempts)}."
             )
         if self.on_crash is not None:
-            try:
-                conf.validate_on_crash(f"{name}: on_crash", self.on_crash)
-            except ImproperlyConfigured as exc:
-                raise ValueError(str(exc)) from None
+            validate_options({"on_crash": self.on_crash}, where=f"{name}: {{}}".format)
         # Compared, not converted: a huge int or 1e20 would overflow timedelta(), and NaN
         # fails both comparisons.
         if self.delay is not None and (

@@ -7,7 +7,7 @@ import functools
 import importlib
 import inspect
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
@@ -28,6 +28,7 @@ from django.utils.module_loading import autodiscover_modules
 from jobqueue import conf
 from jobqueue.arguments import text_problem
 from jobqueue.enqueue import EnqueueOptions, collector_paused, enqueue_calls
+from jobqueue.options import INHERITED_OPTIONS, validate_options
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -49,42 +50,6 @@ class TaskKeywords(TypedDict, total=False):
     timeout: float | None
     on_crash: str | None
     backoff: conf.Backoff | None
-
-
-# The options a task's jobs inherit, which a project may also default per backend: the
-# names of @task(...)'s keywords, and of validate_options()'s.
-INHERITED_OPTIONS = ("max_attempts", "timeout", "on_crash", "backoff")
-
-
-def validate_options(options: Mapping[str, Any], where: Callable[[str], str]) -> dict[str, Any]:
-    """Return ``options`` checked, or raise ``ValueError`` naming ``where(option)``.
-
-    The one rule for :data:`INHERITED_OPTIONS`, whoever gives them: ``@task(...)``, a
-    ``django.tasks`` task's options, the backend's ``OPTIONS`` (which turns the error into
-    ``ImproperlyConfigured``: it is a setting). Every value given is checked, ``None``
-    included: a caller leaves out what it was not given. ``backoff`` comes back as a tuple
-    of floats (or the callable), ``timeout`` as float seconds.
-    """
-    checked: dict[str, Any] = {}
-    try:
-        for option, value in options.items():
-            if option == "max_attempts":
-                # Job.max_attempts is a PostgreSQL integer column.
-                checked[option] = conf.positive_int(
-                    where(option), value, maximum=conf.MAX_INTEGER_COLUMN
-                )
-            elif option == "timeout":
-                checked[option] = conf.seconds(where(option), value)
-            elif option == "on_crash":
-                checked[option] = conf.validate_on_crash(where(option), value)
-            elif option == "backoff":
-                checked[option] = conf.validate_backoff(where(option), value)
-            else:
-                raise TypeError(f"{option!r} is not one of {', '.join(INHERITED_OPTIONS)}.")
-    except ImproperlyConfigured as exc:
-        # conf's checks are written for settings; here the value is an argument.
-        raise ValueError(str(exc)) from None
-    return checked
 
 
 @dataclass(frozen=True)

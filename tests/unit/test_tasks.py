@@ -5,6 +5,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from jobqueue import conf, task
 from jobqueue import tasks as registry
+from jobqueue.options import validate_options
 from jobqueue.runtime import queues
 
 
@@ -97,15 +98,15 @@ def test_queue_selection_for_pools_routing_and_options():
 )
 def test_validate_options_is_the_one_rule_and_raises_value_error(options, message):
     with pytest.raises(ValueError, match=message):
-        registry.validate_options(options, where="here: {}".format)
+        validate_options(options, where="here: {}".format)
 
 
 def test_validate_options_returns_the_checked_values():
-    checked = registry.validate_options(
+    checked = validate_options(
         {"max_attempts": 2, "timeout": 5, "on_crash": "park", "backoff": [1, 2, 3]},
         where="{}".format,
     )
     assert checked == {"max_attempts": 2, "timeout": 5.0, "on_crash": "park", "backoff": (1, 2, 3)}
     assert type(checked["backoff"][0]) is float
     with pytest.raises(TypeError, match="'queue' is not one of max_attempts"):
-        registry.validate_options({"queue": "x"}, where="{}".format)
+        validate_options({"queue": "x"}, where="{}".format)
