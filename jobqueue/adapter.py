@@ -218,6 +218,7 @@ def _send_task_finished(
     adapter = tasks.get(task_name)
     if not isinstance(adapter, DjangoTaskAdapter):
         return
+    # Imported here: this module may load before the app registry is ready.
     from jobqueue.models import Job
 
     try:

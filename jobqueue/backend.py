@@ -32,8 +32,9 @@ from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultD
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
-from jobqueue import adapter, conf
-from jobqueue.enqueue import EnqueueOptions, enqueue_calls
+from jobqueue import adapter, conf, tasks
+from jobqueue.enqueue import EnqueueOptions, check_run_at, enqueue_calls
+from jobqueue.options import INHERITED_OPTIONS, validate_options
 from jobqueue.sql import SUPPORTED_VENDORS
 
 if TYPE_CHECKING:
@@ -63,23 +64,19 @@ class JobQueueTask(Task):
     backoff: conf.Backoff | None = None
 
     def __post_init__(self) -> None:
-        where = f"@task option {{}} of {self.module_path}"
+        given = {
+            name: getattr(self, name)
+            for name in INHERITED_OPTIONS
+            if getattr(self, name) is not None
+        }
         try:
-            if self.max_attempts is not None:
-                conf.positive_int(
-                    where.format("max_attempts"),
-                    self.max_attempts,
-                    maximum=conf.MAX_INTEGER_COLUMN,
-                )
-            if self.timeout is not None:
-                conf.seconds(where.format("timeout"), self.timeout)
-            if self.on_crash is not None:
-                conf.validate_on_crash(where.format("on_crash"), self.on_crash)
-            if self.backoff is not None:
-                backoff = conf.validate_backoff(where.format("backoff"), self.backoff)
-                object.__setattr__(self, "backoff", backoff)
-        except ImproperlyConfigured as exc:
+            checked = validate_options(
+                given, where=f"@task option {{}} of {self.module_path}".format
+            )
+        except ValueError as exc:
             raise InvalidTask(str(exc)) from None
+        if "backoff" in checked:
+            object.__setattr__(self, "backoff", checked["backoff"])
         Task.__post_init__(self)
 
 
@@ -111,9 +108,7 @@ class JobQueueBackend(BaseTaskBackend):
         if run_after is not None:
             # The same bound as .using(run_at=...) of a jobqueue task, as Django's exception.
             try:
-                EnqueueOptions(task_name=task.module_path, run_at=run_after)._validate_run_at(
-                    "run_after"
-                )
+                check_run_at(task.module_path, run_after, "run_after")
             except ValueError as exc:
                 raise InvalidTask(str(exc)) from None
         adapter.register(task, self.defaults)
@@ -139,6 +134,7 @@ class JobQueueBackend(BaseTaskBackend):
 
     def get_result(self, result_id: str) -> TaskResult:
         """The result of the job ``result_id`` (its primary key), read from its row."""
+        # Imported here: this module may load before the app registry is ready.
         from jobqueue.models import Job
 
         try:
@@ -149,6 +145,7 @@ class JobQueueBackend(BaseTaskBackend):
 
     async def aget_result(self, result_id: str) -> TaskResult:
         """:meth:`get_result` for async code: one query, no thread hop."""
+        # Imported here: this module may load before the app registry is ready.
         from jobqueue.models import Job
 
         try:
@@ -158,8 +155,6 @@ class JobQueueBackend(BaseTaskBackend):
         return self._result_for(job)
 
     def _result_for(self, job: Job) -> TaskResult:
-        from jobqueue import tasks
-
         registered = tasks.get(job.task_name)
         if not isinstance(registered, adapter.DjangoTaskAdapter):
             registered = _import_task(job.task_name)
@@ -200,7 +195,7 @@ class JobQueueBackend(BaseTaskBackend):
         except ImproperlyConfigured:
             return messages  # jobqueue.E001 reports it
         for queue in sorted(self.queues):
-            if not _served(jobqueue_settings, queue):
+            if jobqueue_settings.pool_for(queue) is None:
                 messages.append(
                     checks.Error(
                         f'{where}["QUEUES"] has {queue!r}, but no pool in JOBQUEUE["POOLS"] '
@@ -218,6 +213,11 @@ def _task_defaults(alias: str, options: Mapping[str, Any]) -> dict[str, Any]:
     where = f'TASKS["{alias}"]["OPTIONS"]'
     if not isinstance(options, Mapping):
         raise InvalidTaskBackend(f"{where} must be a dict, not {options!r}.")
+    keys = {name: key for key, name in OPTION_KEYS.items()}
+
+    def label(name: str) -> str:
+        return f'{where}["{keys[name]}"]'
+
     defaults: dict[str, Any] = {}
     for key, value in options.items():
         name = OPTION_KEYS.get(key)
@@ -225,27 +225,11 @@ def _task_defaults(alias: str, options: Mapping[str, Any]) -> dict[str, Any]:
             raise InvalidTaskBackend(
                 f"{where} has an unknown key {key!r}; jobqueue takes {', '.join(OPTION_KEYS)}."
             )
-        place = f'{where}["{key}"]'
         try:
-            if name == "max_attempts":
-                defaults[name] = conf.positive_int(place, value, maximum=conf.MAX_INTEGER_COLUMN)
-            elif name == "timeout":
-                defaults[name] = conf.seconds(place, value)
-            elif name == "on_crash":
-                defaults[name] = conf.validate_on_crash(place, value)
-            else:
-                defaults[name] = conf.validate_backoff(place, value)
-        except ImproperlyConfigured as exc:
+            defaults |= validate_options({name: value}, where=label)
+        except ValueError as exc:
             raise InvalidTaskBackend(str(exc)) from None
     return defaults
-
-
-def _served(jobqueue_settings: conf.Settings, queue: str) -> bool:
-    if queue in jobqueue_settings.routing:
-        return True
-    return any(
-        pool.queues is None or queue in pool.queues for pool in jobqueue_settings.pools.values()
-    )
 
 
 def _aware(run_after: dt.datetime | None) -> dt.datetime | None:
@@ -258,8 +242,6 @@ def _aware(run_after: dt.datetime | None) -> dt.datetime | None:
 def _import_task(task_name: str) -> adapter.DjangoTaskAdapter | None:
     """Import the module of a django.tasks task this process has not imported yet."""
     from django.utils.module_loading import import_string
-
-    from jobqueue import tasks
 
     try:
         candidate = import_string(task_name)

@@ -8,7 +8,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from jobqueue import conf
+from jobqueue import conf, tasks
 from jobqueue.sql import SUPPORTED_VENDORS
 
 
@@ -33,9 +33,6 @@ def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
 
 def _queues_without_pool(settings: conf.Settings) -> list[checks.CheckMessage]:
     """Registered tasks whose queue no pool serves (only possible without a catch-all)."""
-    from jobqueue import tasks
-    from jobqueue.runtime.queues import owner
-
     try:
         tasks.discover()
     except Exception:  # an import error surfaces where the module is used
@@ -44,7 +41,7 @@ def _queues_without_pool(settings: conf.Settings) -> list[checks.CheckMessage]:
     for name in tasks.registered_names():
         task = tasks.get(name)
         queue = getattr(getattr(task, "options", None), "queue", None)
-        if queue and owner(settings, queue) is None:
+        if queue and settings.pool_for(queue) is None:
             orphans.setdefault(queue, []).append(name)
     return [
         checks.Error(

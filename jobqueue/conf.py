@@ -111,6 +111,26 @@ class Settings:
     def catch_all_pool(self) -> PoolSpec | None:
         return next((p for p in self.pools.values() if p.is_catch_all), None)
 
+    def pool_for(self, queue: str) -> PoolSpec | None:
+        """The pool that serves ``queue``, or None if none does.
+
+        The one routing rule, for the workers, the supervisor, the checks, the backend and
+        ``jobs queues`` alike: ``ROUTING`` first, then the pool that lists the queue, else
+        the catch-all pool. :func:`build` has checked that every route names a pool.
+        """
+        routed = self.routing.get(queue)
+        if routed is not None:
+            return self.pools[routed]
+        for pool in self.pools.values():
+            if pool.queues and queue in pool.queues:
+                return pool
+        return self.catch_all_pool()
+
+    @property
+    def named_queues(self) -> frozenset[str]:
+        """The queues these settings name: routed by ``ROUTING`` or listed by a pool."""
+        return frozenset(self.routing) | {q for p in self.pools.values() for q in p.queues or ()}
+
 
 def _did_you_mean(name: object, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(str(name), list(choices), n=1)

@@ -36,6 +36,7 @@ def abandoned_count() -> int:
     """How many jobs are abandoned, read at most once a minute."""
     count = cache.get(CACHE_KEY)
     if count is None:
+        # Imported here: this module may load before the app registry is ready.
         from jobqueue.models import Job
 
         count = Job.objects.filter(status=states.ABANDONED).count()

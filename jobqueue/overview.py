@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from jobqueue import conf, states
 from jobqueue.models import Job, Worker
-from jobqueue.runtime.queues import owner
 from jobqueue.store import Store
 
 # Counted per queue; succeeded and discarded rows (the bulk of a table) are left out.
@@ -73,7 +72,7 @@ def queue_rows(settings: conf.Settings | None = None) -> list[QueueRow]:
         oldest: dt.datetime | None = row["oldest_due"]
         rows[row["queue"]] = QueueRow(
             queue=row["queue"],
-            pool=owner(settings, row["queue"]),
+            pool=pool_name(settings, row["queue"]),
             due=row["due"],
             scheduled=row["scheduled"],
             running=row["running"],
@@ -81,14 +80,18 @@ def queue_rows(settings: conf.Settings | None = None) -> list[QueueRow]:
             abandoned=row["abandoned"],
             oldest_due_seconds=None if oldest is None else (now - oldest).total_seconds(),
         )
-    named = set(settings.routing) | {q for p in settings.pools.values() for q in p.queues or ()}
-    for queue in named - set(rows):
-        rows[queue] = QueueRow(queue=queue, pool=owner(settings, queue))
+    for queue in settings.named_queues - set(rows):
+        rows[queue] = QueueRow(queue=queue, pool=pool_name(settings, queue))
     for queue, task_name, count in Store(settings=settings).unregistered_pending():
         # A job enqueued since the counts were read may name a queue they did not see.
-        flagged = rows.setdefault(queue, QueueRow(queue=queue, pool=owner(settings, queue)))
+        flagged = rows.setdefault(queue, QueueRow(queue=queue, pool=pool_name(settings, queue)))
         flagged.unregistered[task_name] = count
     return [rows[q] for q in sorted(rows)]
+
+
+def pool_name(settings: conf.Settings, queue: str) -> str | None:
+    pool = settings.pool_for(queue)
+    return pool.name if pool is not None else None
 
 
 def by_task(rows: Iterable[tuple[str, str, int]]) -> dict[str, int]:

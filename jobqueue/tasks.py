@@ -26,7 +26,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
 from jobqueue import conf
-from jobqueue.enqueue import EnqueueOptions, collector_paused, enqueue_calls, text_problem
+from jobqueue.arguments import text_problem
+from jobqueue.enqueue import EnqueueOptions, collector_paused, enqueue_calls
+from jobqueue.options import INHERITED_OPTIONS, validate_options
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -310,24 +312,17 @@ def task(
 
 
 def _validated_options(task_name: str, **options: Any) -> TaskOptions:
-    where = f"@task option {{}} of {task_name}"
-    try:
-        # The enqueue-side checks (queue, priority, max_attempts) are shared with .using().
-        EnqueueOptions.build(
-            task_name=f"@task {task_name}",
-            defaults=None,
-            queue=options["queue"],
-            priority=options["priority"],
-            max_attempts=options["max_attempts"],
-        )
-        if options["timeout"] is not None:
-            conf.seconds(where.format("timeout"), options["timeout"])
-        if options["on_crash"] is not None:
-            conf.validate_on_crash(where.format("on_crash"), options["on_crash"])
-        if options["backoff"] is not None:
-            options["backoff"] = conf.validate_backoff(where.format("backoff"), options["backoff"])
-    except ImproperlyConfigured as exc:
-        raise ValueError(str(exc)) from None
+    # queue and priority are checked as .using() checks them; the rest as every task's are.
+    EnqueueOptions.build(
+        task_name=f"@task {task_name}",
+        defaults=None,
+        queue=options["queue"],
+        priority=options["priority"],
+    )
+    given = {name: options[name] for name in INHERITED_OPTIONS if options[name] is not None}
+    checked = validate_options(given, where=f"@task option {{}} of {task_name}".format)
+    if "backoff" in checked:
+        options["backoff"] = checked["backoff"]
     return TaskOptions(**options)
 
 

@@ -24,8 +24,11 @@ from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
 from jobqueue import conf, enqueue, states, tasks
-from jobqueue.enqueue import Call, EnqueueOptions
+from jobqueue.arguments import Call, Signed
+from jobqueue.enqueue import EnqueueOptions
+from jobqueue.runtime import attempt as attempts
 from jobqueue.sql import Queries
+from jobqueue.store import Store
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -125,7 +128,7 @@ class Captured(Sequence[Enqueued]):
     # Called by enqueue_calls with validated calls.
     def _intercept(
         self,
-        task: tasks.Task[Any, Any],
+        task: Signed,
         options: EnqueueOptions,
         calls: Sequence[Call],
         keys: Sequence[str | None],
@@ -212,13 +215,14 @@ def _describe(task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
 
 
 def _unsaved(
-    task: tasks.Task[Any, Any],
+    task: Signed,
     options: EnqueueOptions,
     args: Sequence[Any],
     kwargs: dict[str, Any],
     key: str | None,
     now: dt.datetime,
 ) -> Job:
+    # Imported here: this module may load before the app registry is ready.
     from jobqueue.models import Job
 
     return Job(
@@ -303,9 +307,6 @@ def run_jobs(
     to those queues. Stops after ``max_attempts`` attempts, so a job that snoozes forever
     cannot hang a test. Timeouts of synchronous handlers are not enforced here.
     """
-    from jobqueue.runtime import attempt as attempts
-    from jobqueue.store import Store
-
     run = Run(clock=clock or Clock())
     names = tasks.discover()
     store = Store(using)
@@ -330,6 +331,7 @@ def run_jobs(
 
 
 def _jobs(using: str) -> Any:
+    # Imported here: this module may load before the app registry is ready.
     from jobqueue.models import Job
 
     return Job.objects.using(using)

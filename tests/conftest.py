@@ -259,7 +259,7 @@ def listen_for_jobs() -> Any:
     database itself, even when Django's connections go through PgBouncer."""
     import psycopg
 
-    from jobqueue.enqueue import NOTIFY_CHANNEL
+    from jobqueue.channel import NOTIFY_CHANNEL
     from jobqueue.runtime.listener import connection_target
 
     url, params = connection_target("default", None)

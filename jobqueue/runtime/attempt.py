@@ -16,7 +16,7 @@ from typing import Any
 from django.utils import timezone
 
 from jobqueue import conf
-from jobqueue.enqueue import json_problem
+from jobqueue.arguments import json_problem
 from jobqueue.exceptions import JobRunAborted, PermanentError, Snooze
 from jobqueue.runtime.cleanup import State, restore_connections, snapshot
 from jobqueue.runtime.context import JobContext
@@ -190,7 +190,7 @@ def _kind(value: Any) -> str:
 def result_problem(value: Any) -> str | None:
     """Why a handler's return value cannot be stored as its job's result, or None.
 
-    The rules of enqueue (:func:`jobqueue.enqueue.json_problem`), the same on every
+    The rules of enqueue (:func:`jobqueue.arguments.json_problem`), the same on every
     database. Encoding it comes later (once, where it is written), inside a try as well.
     """
     try:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from asgiref.sync import sync_to_async
 
-from jobqueue.enqueue import json_problem
+from jobqueue.arguments import json_problem
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -38,6 +38,7 @@ class JobContext:
     @cached_property
     def job(self) -> Job:
         """The job's row, read when first asked for."""
+        # Imported here: this module may load before the app registry is ready.
         from jobqueue.models import Job
 
         return Job.objects.using(self._store.queries.using).get(pk=self._claimed.id)

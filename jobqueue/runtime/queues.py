@@ -1,21 +1,14 @@
-"""Which queues one worker serves, from its pool, ``ROUTING`` and command-line options."""
+"""Which queues one worker serves, from its pool, ``ROUTING`` and command-line options.
+
+Which pool a queue belongs to is :meth:`jobqueue.conf.Settings.pool_for`'s rule; this module
+turns it into the list (or the exclusions) one worker claims with.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from jobqueue.conf import PoolSpec, Settings
-
-
-def owner(settings: Settings, queue: str) -> str | None:
-    """The pool that runs ``queue``: ROUTING first, then a pool listing it, else the catch-all."""
-    if queue in settings.routing:
-        return settings.routing[queue]
-    for pool in settings.pools.values():
-        if pool.queues and queue in pool.queues:
-            return pool.name
-    catch_all = settings.catch_all_pool()
-    return catch_all.name if catch_all else None
 
 
 def select(
@@ -30,8 +23,9 @@ def select(
     otherwise leave to another pool; ``exclude`` (``--exclude-queue``) adds to what the pool
     already leaves out.
     """
-    named = set(settings.routing) | {q for p in settings.pools.values() for q in p.queues or ()}
-    mine = {q for q in named if owner(settings, q) == pool.name}
+    # Which pool serves a queue is Settings.pool_for's to say.
+    named = set(settings.named_queues)
+    mine = {q for q in named if (owner := settings.pool_for(q)) and owner.name == pool.name}
     others = named - mine
     if only:
         queues: tuple[str, ...] | None = tuple(dict.fromkeys(only))

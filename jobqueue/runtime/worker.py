@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from jobqueue import conf, overview, signals, tasks
-from jobqueue.enqueue import NOTIFY_CHANNEL
+from jobqueue.channel import NOTIFY_CHANNEL
 from jobqueue.runtime import attempt as attempts
 from jobqueue.runtime import queues as queue_selection
 from jobqueue.runtime.attempt import Attempt

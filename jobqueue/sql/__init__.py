@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from functools import cache
 from pathlib import Path
@@ -82,7 +82,7 @@ class Queries:
     def _list(self, values: Sequence[Any]) -> Any:
         return list(values) if self.is_postgresql else json.dumps(list(values))
 
-    def jobs(
+    def _jobs(
         self, args: Sequence[Any], kwargs: Sequence[Any], keys: Sequence[str | None]
     ) -> dict[str, str]:
         """The per-job values of the ``enqueue`` batch, one entry per job in each sequence.
@@ -98,7 +98,7 @@ class Queries:
             }
         return {"rows": json.dumps(list(zip(args, kwargs, keys, strict=True)))}
 
-    def enqueue_statement(self, keys: Sequence[str | None]) -> str:
+    def _enqueue_statement(self, keys: Sequence[str | None]) -> str:
         """The name of the statement that inserts a batch of jobs with these keys.
 
         On PostgreSQL a batch in which no job has a key needs no ON CONFLICT: a plain
@@ -129,6 +129,40 @@ class Queries:
         for name, seconds in offsets.items():
             params[name] = self.time(now + dt.timedelta(seconds=seconds))
         return params
+
+    # -- the enqueue ------------------------------------------------------------------
+
+    def insert_jobs(
+        self,
+        shared: Mapping[str, Any],
+        *,
+        run_at: dt.datetime,
+        now: dt.datetime,
+        rows: tuple[Sequence[Any], Sequence[Any], Sequence[str | None]],
+    ) -> list[tuple[int, str | None]]:
+        """Insert one pending job per entry of ``rows`` (args, kwargs and keys, in step).
+
+        ``shared`` holds the values every job of the batch has (task_name, queue, ...,
+        and the NOTIFY channel). Returns ``(id, idempotency_key)`` for each row written,
+        in the order of ``rows``: a row skipped for its key is missing.
+        """
+        args, kwargs, keys = rows
+        params = {**shared, "run_at": self._enqueue_time(run_at), "now": self._enqueue_time(now)}
+        if len(args) == 1:
+            params.update(
+                args=json.dumps(args[0]), kwargs=json.dumps(kwargs[0]), idempotency_key=keys[0]
+            )
+            return self.fetchall("enqueue_one", params)
+        params.update(self._jobs(args, kwargs, keys))
+        inserted = self.fetchall(self._enqueue_statement(keys), params)
+        # Ids ascend in insertion order, and RETURNING promises no order: sort by id (ids
+        # are unique, so the key never decides).
+        inserted.sort()
+        return inserted
+
+    def _enqueue_time(self, value: dt.datetime) -> Any:
+        # PostgreSQL: ISO text that the statement casts, quoted faster than a datetime.
+        return value.isoformat() if self.is_postgresql else self.time(value)
 
     # -- execution --------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from django.conf import settings as django_settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from jobqueue import conf, tasks
-from jobqueue.enqueue import NOTIFY_CHANNEL
+from jobqueue.channel import NOTIFY_CHANNEL
 from jobqueue.runtime import queues as queue_selection
 from jobqueue.runtime.listener import Listener, connection_target
 from jobqueue.runtime.outage import Health

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobqueue.enqueue import NOTIFY_CHANNEL
+from jobqueue.channel import NOTIFY_CHANNEL
 from jobqueue.models import Job
 from tests.conftest import listen_for_jobs, notifications
 from tests.factories import FinishedJobFactory, JobFactory

@@ -10,7 +10,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobqueue.enqueue import NOTIFY_CHANNEL
+from jobqueue.channel import NOTIFY_CHANNEL
 from jobqueue.models import Job
 from jobqueue.runtime.listener import connection_target
 from jobqueue.store import Store

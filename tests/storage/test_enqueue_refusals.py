@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobqueue import conf, task
-from jobqueue.enqueue import MAX_NESTING
+from jobqueue.arguments import MAX_NESTING
 from jobqueue.models import Job
 from jobqueue.tasks import Call
 from tests.testapp import tasks

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobqueue import signals
-from jobqueue.enqueue import NOTIFY_CHANNEL
+from jobqueue.channel import NOTIFY_CHANNEL
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.models import Job
 from jobqueue.runtime.attempt import Attempt

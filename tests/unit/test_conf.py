@@ -228,3 +228,19 @@ def test_the_system_check_reports_an_empty_max_memory(settings):
 def test_a_routing_entry_that_is_not_two_strings_names_the_key(routing):
     with pytest.raises(ImproperlyConfigured, match=r'JOBQUEUE\["ROUTING"\] must map queue names'):
         conf.build({"ROUTING": routing})
+
+
+def test_pool_for_is_routing_then_the_listing_pool_then_the_catch_all():
+    s = conf.build(
+        {
+            "POOLS": {"fast": {"queues": ["emails"]}, "rest": {"queues": "*"}},
+            "ROUTING": {"emails": "rest", "webhooks": "fast"},
+        }
+    )
+    assert s.pool_for("emails") is s.pools["rest"]  # ROUTING wins over the listing
+    assert s.pool_for("webhooks") is s.pools["fast"]
+    assert s.pool_for("anything") is s.pools["rest"]
+    assert s.named_queues == {"emails", "webhooks"}
+    without_catch_all = conf.build({"POOLS": {"fast": {"queues": ["emails"]}}})
+    assert without_catch_all.pool_for("emails") is without_catch_all.pools["fast"]
+    assert without_catch_all.pool_for("anything") is None

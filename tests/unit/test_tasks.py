@@ -5,6 +5,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from jobqueue import conf, task
 from jobqueue import tasks as registry
+from jobqueue.options import validate_options
 from jobqueue.runtime import queues
 
 
@@ -82,4 +83,30 @@ def test_queue_selection_for_pools_routing_and_options():
         None,
         ("emails", "reports", "webhooks"),
     )
-    assert queues.owner(s, "anything") == "slow"
+    assert s.pool_for("anything") == s.pools["slow"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_attempts": 0}, "here: max_attempts must be a whole number of 1 or more, not 0"),
+        ({"max_attempts": 2**31}, "here: max_attempts must be at most 2,147,483,647"),
+        ({"timeout": None}, "here: timeout must be a number of seconds, not None"),
+        ({"on_crash": "never"}, 'here: on_crash must be "retry" or "park"'),
+        ({"backoff": (1, 0.5, 2)}, r"here: backoff must be a \(first, factor, cap\) tuple"),
+    ],
+)
+def test_validate_options_is_the_one_rule_and_raises_value_error(options, message):
+    with pytest.raises(ValueError, match=message):
+        validate_options(options, where="here: {}".format)
+
+
+def test_validate_options_returns_the_checked_values():
+    checked = validate_options(
+        {"max_attempts": 2, "timeout": 5, "on_crash": "park", "backoff": [1, 2, 3]},
+        where="{}".format,
+    )
+    assert checked == {"max_attempts": 2, "timeout": 5.0, "on_crash": "park", "backoff": (1, 2, 3)}
+    assert type(checked["backoff"][0]) is float
+    with pytest.raises(TypeError, match="'queue' is not one of max_attempts"):
+        validate_options({"queue": "x"}, where="{}".format)
