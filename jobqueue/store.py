@@ -19,7 +19,7 @@ from django.db import DEFAULT_DB_ALIAS, DataError, IntegrityError, transaction
 from django.utils import timezone
 
 from jobqueue import conf, explain, signals, states
-from jobqueue.enqueue import NOTIFY_CHANNEL
+from jobqueue.channel import NOTIFY_CHANNEL
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.operations import Action, Outcome, Selection, SelectionSQL, compile_selection
 from jobqueue.sql import Queries, loads
