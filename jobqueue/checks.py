@@ -59,6 +59,28 @@ def _queues_without_pool(settings: conf.Settings) -> list[checks.CheckMessage]:
 
 
 @checks.register()
+def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
+    """Every mistake in ``JOBQUEUE["SCHEDULES"]``, one error each, naming the schedule and
+    the key: a worker would refuse to start with any of them."""
+    from jobqueue.schedules import spec
+
+    try:
+        settings = conf.get()
+    except ImproperlyConfigured:
+        return []  # check_settings reports it
+    return [
+        checks.Error(
+            str(problem),
+            hint="Install it with: pip install django-jobqueue[cron]"
+            if problem.key == "cron" and "django-jobqueue[cron]" in problem.message
+            else None,
+            id="jobqueue.E004",
+        )
+        for problem in spec.problems(settings)
+    ]
+
+
+@checks.register()
 def check_database(**kwargs: Any) -> list[checks.CheckMessage]:
     connection = connections[DEFAULT_DB_ALIAS]
     if connection.vendor not in SUPPORTED_VENDORS:
