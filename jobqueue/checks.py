@@ -68,7 +68,20 @@ def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
         settings = conf.get()
     except ImproperlyConfigured:
         return []  # check_settings reports it
-    return [
+    messages: list[checks.CheckMessage] = []
+    if settings.schedules and not any(pool.resident for pool in settings.pools.values()):
+        # The workers evaluate the schedules; an on-demand pool's workers run only while
+        # jobs are due, and a tick is not a due job until a worker has evaluated it.
+        messages.append(
+            checks.Warning(
+                'JOBQUEUE["SCHEDULES"] is set but every pool in JOBQUEUE["POOLS"] is '
+                'on-demand ("resident": False): under a runjobs supervisor no worker runs '
+                "between jobs to evaluate the schedules, so their ticks may never fire.",
+                hint='Keep one pool resident (the default), or run "runjobs --pool NAME".',
+                id="jobqueue.W004",
+            )
+        )
+    return messages + [
         checks.Error(
             str(problem),
             hint="Install it with: pip install django-jobqueue[cron]"

@@ -212,3 +212,15 @@ def test_a_worker_refuses_to_start_with_a_bad_schedule(settings):
     settings.JOBQUEUE = {"SCHEDULES": {"nightly-feed": entry(timezone="Nowhere")}}
     with pytest.raises(ImproperlyConfigured, match=r'\["timezone"\]: \'Nowhere\' is not a known'):
         Worker(settings=conf.get())
+
+
+def test_schedules_with_only_on_demand_pools_are_a_warning(settings):
+    settings.JOBQUEUE = {
+        "SCHEDULES": {"ping": {"task": ADD, "every": 5, "args": [1, 2]}},
+        "POOLS": {"default": {"queues": "*", "resident": False}},
+    }
+    (warning,) = check_schedules()
+    assert warning.id == "jobqueue.W004"
+    assert 'every pool in JOBQUEUE["POOLS"] is on-demand' in warning.msg
+    settings.JOBQUEUE = {"POOLS": {"default": {"queues": "*", "resident": False}}}
+    assert check_schedules() == []
