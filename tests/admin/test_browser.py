@@ -169,7 +169,7 @@ def test_an_operator_retries_an_abandoned_job_in_a_real_browser(
             names = page.locator("#result_list tbody tr th").all_inner_texts()
             assert names == ["nightly-feed", "ping"]
             assert "not yet seen by a worker" in page.locator("#result_list").inner_text()
-            assert page.locator("ol.breadcrumbs").inner_text().split() == [
+            assert page.locator(".breadcrumbs").inner_text().split() == [
                 "Home",
                 "Jobs",
                 "Schedules",
