@@ -31,6 +31,8 @@ from jobqueue.schedules.spec import ScheduleSpec
 logger = logging.getLogger("jobqueue.schedules")
 
 NOT_OUTAGE_RETRY = 60.0
+# How long a worker whose settings disagree with a schedule's row waits before it looks again.
+DEFER = 60.0
 
 
 class Ticker:
@@ -54,6 +56,7 @@ class Ticker:
         # not yet in here (its row could not be read) is due for a sync at once.
         self._next: dict[str, dt.datetime] = {}
         self._unsynced: list[ScheduleSpec] = []
+        self._deferred: set[str] = set()  # named in the log as left to other settings
         # After a failed statement, nothing is tried again before this monotonic time.
         self._hold_until = 0.0
         self._backoff = Backoff()
@@ -103,15 +106,38 @@ class Ticker:
                 self._failed(exc, f"evaluating schedule {name}", now)
                 break
             self._backoff.reset()
-            if outcome.kind == "lost" and (outcome.next_tick is None or outcome.next_tick <= wall):
-                # The row is gone, or was advanced under another definition (a worker with
-                # older settings): read it afresh, recomputing it from ours.
+            if outcome.next_tick is None:
+                # The row is gone (deleted by hand): create it afresh.
                 del self._next[name]
                 self._unsynced.append(spec)
+            elif outcome.kind == "lost" and outcome.definition != spec.definition:
+                self._next[name] = self._defer(spec, outcome.definition, outcome.next_tick, wall)
             else:
-                assert outcome.next_tick is not None
+                self._deferred.discard(name)
                 self._next[name] = outcome.next_tick
         return self.next_at()
+
+    def _defer(
+        self, spec: ScheduleSpec, stored: str | None, next_tick: dt.datetime, wall: dt.datetime
+    ) -> dt.datetime:
+        """When to look again at a schedule whose row has another definition than ours.
+
+        Workers with other settings (the other half of a rolling deploy) recomputed it at
+        their start. Recomputing it back would make the two halves undo each other's ticks;
+        this worker leaves the schedule to them instead (its compare-and-set, which matches
+        the definition too, cannot win) and looks again at the row's next tick, or in a
+        minute if that has passed already, until its own restart syncs the row.
+        """
+        if spec.name not in self._deferred:
+            self._deferred.add(spec.name)
+            logger.warning(
+                "schedule %s: the database has it as %r, this worker's settings as %r; "
+                "leaving it to the workers with those settings (a rolling deploy?)",
+                spec.name,
+                stored,
+                spec.definition,
+            )
+        return next_tick if next_tick > wall else wall + dt.timedelta(seconds=DEFER)
 
     def _sync(self, now: float) -> bool:
         try:

@@ -42,7 +42,9 @@ class TickOutcome:
     - ``lost``: another worker advanced the schedule first (or its definition changed);
     - ``not_due``: the tick read is still ahead of ``now``.
 
-    ``next_tick`` is the schedule's next tick as the row now has it (None if the row is gone).
+    ``next_tick`` is the schedule's next tick as the row now has it (None if the row is gone),
+    and, for ``lost``, ``definition`` is the row's: another than the spec's means workers with
+    other settings (a rolling deploy) advance it now.
     """
 
     kind: Kind
@@ -50,6 +52,7 @@ class TickOutcome:
     next_tick: dt.datetime | None
     job_id: int | None = None
     unfinished_job_id: int | None = None
+    definition: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,9 @@ def tick(
         )
         if not won:
             current = model.objects.using(using).filter(name=spec.name).first()
-            return TickOutcome("lost", None, current.next_tick if current else None)
+            if current is None:
+                return TickOutcome("lost", None, None)
+            return TickOutcome("lost", None, current.next_tick, definition=current.definition)
         paused = model.objects.using(using).filter(name=spec.name, paused=True).exists()
         if paused:
             logger.info("schedule %s: tick %s passed while paused", spec.name, due.isoformat())

@@ -203,7 +203,8 @@ def test_a_worker_with_the_old_definition_does_not_win_the_tick():
     old, new = spec(), spec(every=3600)
     state.sync([old], T0)
     read = state.sync([new], at(60))["ping"].next_tick
-    assert state.tick(old, read, read + dt.timedelta(seconds=1)).kind == "lost"
+    outcome = state.tick(old, read, read + dt.timedelta(seconds=1))
+    assert (outcome.kind, outcome.definition) == ("lost", "every 3600")
     assert not Job.objects.exists()
 
 

@@ -127,3 +127,28 @@ def test_a_database_outage_is_retried_and_never_raises(caplog):
 
     t.run(after)  # the connection was closed: the next try opens a fresh one
     assert Job.objects.get().run_at == T0 + dt.timedelta(seconds=5)
+
+
+def test_during_a_rolling_deploy_the_old_settings_do_not_undo_the_new(caplog):
+    clock = Clock(T0)
+    entry = {"task": "tests.testapp.tasks.add", "args": [1, 2]}
+    old = ticker(clock, schedules={"ping": {**entry, "every": 10}})
+    new = ticker(clock, schedules={"ping": {**entry, "every": 60}})
+    old.start()  # reads 12:00:10
+    new.start()  # the deploy: recomputed from now, 12:01:00
+    assert Schedule.objects.get().definition == "every 60"
+
+    clock.advance(5.01)  # 12:00:10, the old worker's tick
+    # Left to the new settings: it looks again at the row's next tick, and loses that too.
+    within(49.99, lambda: old.run(time.monotonic()))
+    assert not Job.objects.exists()
+    assert Schedule.objects.get().definition == "every 60"
+    assert caplog.text.count("leaving it to the workers with those settings") == 1
+
+    clock.advance(50)  # 12:01:00: the new worker's tick is the one that runs
+    new.run(time.monotonic())
+    assert Job.objects.get().run_at == T0 + dt.timedelta(seconds=55)
+    old.run(time.monotonic())
+    assert Job.objects.count() == 1
+    assert Schedule.objects.get().definition == "every 60"
+    assert caplog.text.count("leaving it to the workers with those settings") == 1
