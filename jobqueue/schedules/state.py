@@ -151,28 +151,48 @@ def tick(
             if current is None:
                 return TickOutcome("lost", None, None)
             return TickOutcome("lost", None, current.next_tick, definition=current.definition)
-        paused = model.objects.using(using).filter(name=spec.name, paused=True).exists()
-        if paused:
-            logger.info("schedule %s: tick %s passed while paused", spec.name, due.isoformat())
-            return TickOutcome("paused", due, following)
-        job = _enqueue(spec, due, using)
-        if job is None:
-            unfinished = _unfinished_job_id(spec, using)
-            model.objects.using(using).filter(name=spec.name).update(
-                skipped=F("skipped") + 1, last_skipped_at=now
-            )
-            logger.warning(
-                "schedule %s: skipped the tick of %s: its previous run, job %s, is unfinished",
-                spec.name,
-                due.isoformat(),
-                unfinished,
-            )
-            return TickOutcome("skipped", due, following, unfinished_job_id=unfinished)
-        # last_tick is the tick of last_job_id: a skipped or paused tick leaves both.
-        model.objects.using(using).filter(name=spec.name).update(last_tick=due, last_job_id=job.pk)
-    logger.info(
-        "schedule %s: enqueued job %s for the tick of %s", spec.name, job.pk, due.isoformat()
-    )
+        outcome = _won(spec, model, due, following, now, using)
+    # Logged once committed: a rollback would have undone what the line says.
+    if outcome.kind == "enqueued":
+        logger.info(
+            "schedule %s: enqueued job %s for the tick of %s",
+            spec.name,
+            outcome.job_id,
+            due.isoformat(),
+        )
+    elif outcome.kind == "skipped":
+        logger.warning(
+            "schedule %s: skipped the tick of %s: its previous run, job %s, is unfinished",
+            spec.name,
+            due.isoformat(),
+            outcome.unfinished_job_id,
+        )
+    else:
+        logger.info("schedule %s: tick %s passed while paused", spec.name, due.isoformat())
+    return outcome
+
+
+def _won(
+    spec: ScheduleSpec,
+    model: type[Schedule],
+    due: dt.datetime,
+    following: dt.datetime,
+    now: dt.datetime,
+    using: str,
+) -> TickOutcome:
+    """The tick is this caller's (inside its transaction): enqueue, or skip, or let it pass."""
+    rows = model.objects.using(using).filter(name=spec.name)
+    if rows.filter(paused=True).exists():
+        return TickOutcome("paused", due, following)
+    job = _enqueue(spec, due, using)
+    if job is None:
+        # The key is held: the previous run is pending or running.
+        rows.update(skipped=F("skipped") + 1, last_skipped_at=now)
+        return TickOutcome(
+            "skipped", due, following, unfinished_job_id=_unfinished_job_id(spec, using)
+        )
+    # last_tick is the tick of last_job_id: a skipped or paused tick leaves both.
+    rows.update(last_tick=due, last_job_id=job.pk)
     return TickOutcome("enqueued", due, following, job_id=job.pk)
 
 
