@@ -1,4 +1,5 @@
-"""The operator's admin: read-only job pages, Retry and Discard, queues and live workers.
+"""The operator's admin: read-only job pages, Retry and Discard, queues, live workers and
+schedules (with Run now, Pause and Resume).
 
 Nobody edits a job by hand: every page is read-only, and the only changes are the two
 actions (and the matching buttons on a job's page), which go through
@@ -11,7 +12,8 @@ import datetime as dt
 from functools import cached_property
 from typing import Any
 
-from django.contrib import admin
+import django
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
@@ -24,11 +26,15 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from jobqueue import actions, conf, display, notice, overview, states
-from jobqueue.models import Job, QueueSummary, Worker
+from jobqueue.models import Job, QueueSummary, Schedule, Worker
+from jobqueue.schedules import spec as schedule_spec
+from jobqueue.schedules import state as schedule_state
+from jobqueue.schedules.spec import KEY_PREFIX, ScheduleSpec
 from jobqueue.sql import Queries
 from jobqueue.states import DISCARDABLE, RETRYABLE
 from jobqueue.store import Store
@@ -208,6 +214,9 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
                 f"{self.admin_site.name}:jobqueue_queuesummary_changelist"
             ),
             "jobqueue_workers_url": reverse(f"{self.admin_site.name}:jobqueue_worker_changelist"),
+            "jobqueue_schedules_url": reverse(
+                f"{self.admin_site.name}:jobqueue_schedule_changelist"
+            ),
             **(extra_context or {}),
         }
         return super().changelist_view(request, context)
@@ -392,8 +401,189 @@ class QueueSummaryAdmin(admin.ModelAdmin):
             "columns": [_("due"), _("scheduled"), _("running"), _("failed"), _("abandoned")],
             "rows": rows,
             "workers_url": reverse(f"{self.admin_site.name}:jobqueue_worker_changelist"),
+            "schedules_url": reverse(f"{self.admin_site.name}:jobqueue_schedule_changelist"),
             "jobs_url": jobs_url,
+            "breadcrumbs_ol": django.VERSION >= (6,),
             **(extra_context or {}),
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/jobqueue/queuesummary/overview.html", context)
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):
+    """The schedules, with the figures of ``manage.py jobs schedules``, and Run now, Pause and
+    Resume. Nothing else changes a schedule here: its definition lives in settings, and its
+    ticks are the workers' to advance. Who may look and act follows the ``Schedule``
+    permissions as the job pages follow the ``Job`` ones: view to see, change to act."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        info = (self.opts.app_label, self.opts.model_name)
+        wrap = self.admin_site.admin_view
+        return [
+            path("", wrap(self.changelist_view), name="{}_{}_changelist".format(*info)),
+            path("act/", wrap(require_POST(self.act_view)), name="{}_{}_act".format(*info)),
+        ]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        using = self.get_queryset(request).db
+        jobs_url = reverse(f"{self.admin_site.name}:jobqueue_job_changelist")
+        rows = [
+            {
+                "row": row,
+                "job_url": self._job_url(row.last_job_id, row.last_job_status),
+                "job_badge": display.status_badge(row.last_job_status or ""),
+                "runs_url": f"{jobs_url}?{urlencode({'q': KEY_PREFIX + row.name})}",
+                "next_tick": display.tick(row.next_tick),
+                "next_tick_iso": row.next_tick.isoformat() if row.next_tick else "",
+                "last_tick": display.tick(row.last_tick),
+                "last_tick_iso": row.last_tick.isoformat() if row.last_tick else "",
+                "last_skipped": display.tick(row.last_skipped_at),
+                "last_skipped_iso": row.last_skipped_at.isoformat() if row.last_skipped_at else "",
+                "notes": [
+                    {"text": note, "warn": note == overview.NOT_IN_SETTINGS} for note in row.notes
+                ],
+            }
+            for row in overview.schedule_rows(using=using)
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": _("Schedules"),
+            "opts": self.opts,
+            "columns": [
+                _("schedule"),
+                _("task"),
+                _("expression"),
+                _("time zone"),
+                _("next tick"),
+                _("last tick"),
+                _("last job"),
+                _("skipped"),
+                _("notes"),
+            ],
+            "rows": rows,
+            "may_act": self.has_change_permission(request),
+            "act_url": reverse(f"{self.admin_site.name}:jobqueue_schedule_act"),
+            "jobs_url": jobs_url,
+            "queues_url": reverse(f"{self.admin_site.name}:jobqueue_queuesummary_changelist"),
+            "breadcrumbs_ol": django.VERSION >= (6,),
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/jobqueue/schedule/overview.html", context)
+
+    def _job_url(self, job_id: int | None, status: str | None) -> str | None:
+        if job_id is None or status is None:  # no run yet, or pruned: no page to link
+            return None
+        return reverse(f"{self.admin_site.name}:jobqueue_job_change", args=[job_id])
+
+    def act_view(self, request: HttpRequest) -> HttpResponse:
+        """One schedule's Run now, Pause or Resume, posted from its row."""
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        name = request.POST.get("schedule", "")
+        action = request.POST.get("action", "")
+        using = self.get_queryset(request).db
+        if action == "run_now":
+            self._run_now(request, name, using)
+        elif action in ("pause", "resume"):
+            self._pause(request, name, action == "pause", using)
+        else:
+            self.message_user(request, _("Unknown action %r.") % action, messages.ERROR)
+        return HttpResponseRedirect(reverse(f"{self.admin_site.name}:jobqueue_schedule_changelist"))
+
+    def _run_now(self, request: HttpRequest, name: str, using: str) -> None:
+        configured = {s.name: s for s in schedule_spec.load(conf.get())}
+        if name not in configured:
+            if Schedule.objects.using(using).filter(name=name).exists():
+                text = _(
+                    'Schedule "%(name)s" is not in JOBQUEUE["SCHEDULES"] any more, so there is '
+                    "nothing to run: its row is what an earlier configuration left."
+                )
+            else:
+                text = _('There is no schedule named "%(name)s".')
+            self.message_user(request, text % {"name": name}, messages.ERROR)
+            return
+        spec = configured[name]
+        job = schedule_state.run_now(spec, timezone.now(), using=using)
+        if job is not None:
+            self.message_user(
+                request,
+                format_html(
+                    gettext('Schedule "{}": enqueued <a href="{}">job {}</a>, due now.'),
+                    name,
+                    reverse(f"{self.admin_site.name}:jobqueue_job_change", args=[job.pk]),
+                    job.pk,
+                ),
+                messages.SUCCESS,
+            )
+            return
+        self.message_user(
+            request, refused_message(spec, using, self.admin_site.name), messages.WARNING
+        )
+
+    def _pause(self, request: HttpRequest, name: str, paused: bool, using: str) -> None:
+        row = Schedule.objects.using(using).filter(name=name).first()
+        was_paused = row is not None and row.paused
+        if not schedule_state.set_paused(name, paused, using=using):
+            self.message_user(
+                request,
+                _('There is no schedule named "%(name)s".') % {"name": name},
+                messages.ERROR,
+            )
+            return
+        if paused == was_paused:
+            text = (
+                _('Schedule "%(name)s" was already paused.')
+                if paused
+                else _('Schedule "%(name)s" was not paused.')
+            )
+        elif paused:
+            text = _(
+                'Paused schedule "%(name)s": its ticks pass without enqueuing, on every host, '
+                "until you resume it."
+            )
+        else:
+            text = _('Resumed schedule "%(name)s": it runs again from its next tick.')
+        self.message_user(request, text % {"name": name}, messages.SUCCESS)
+
+
+def refused_message(spec: ScheduleSpec, using: str, site: str) -> SafeString:
+    """Why "run now" enqueued nothing: the schedule's previous run is unfinished."""
+    unfinished = (
+        Job.objects.using(using)
+        .filter(idempotency_key=spec.idempotency_key, status__in=states.UNFINISHED)
+        .values_list("pk", "status")
+        .first()
+    )
+    rule = gettext(
+        "A schedule has at most one unfinished run: wait for it to finish, or discard it."
+    )
+    if unfinished is None:
+        # It finished between the refusal and this read: pressing again will run.
+        return format_html(
+            gettext('Schedule "{}" was not run: its previous run was unfinished. {}'),
+            spec.name,
+            rule,
+        )
+    pk, status = unfinished
+    return format_html(
+        gettext(
+            'Schedule "{}" was not run: its previous run, <a href="{}">job {}</a>, is still {}. {}'
+        ),
+        spec.name,
+        reverse(f"{site}:jobqueue_job_change", args=[pk]),
+        pk,
+        status,
+        rule,
+    )

@@ -56,6 +56,41 @@ def _queues_without_pool(settings: conf.Settings) -> list[checks.CheckMessage]:
 
 
 @checks.register()
+def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
+    """Every mistake in ``JOBQUEUE["SCHEDULES"]``, one error each, naming the schedule and
+    the key: a worker would refuse to start with any of them."""
+    from jobqueue.schedules import spec
+
+    try:
+        settings = conf.get()
+    except ImproperlyConfigured:
+        return []  # check_settings reports it
+    messages: list[checks.CheckMessage] = []
+    if settings.schedules and not any(pool.resident for pool in settings.pools.values()):
+        # The workers evaluate the schedules; an on-demand pool's workers run only while
+        # jobs are due, and a tick is not a due job until a worker has evaluated it.
+        messages.append(
+            checks.Warning(
+                'JOBQUEUE["SCHEDULES"] is set but every pool in JOBQUEUE["POOLS"] is '
+                'on-demand ("resident": False): under a runjobs supervisor no worker runs '
+                "between jobs to evaluate the schedules, so their ticks may never fire.",
+                hint='Keep one pool resident (the default), or run "runjobs --pool NAME".',
+                id="jobqueue.W004",
+            )
+        )
+    return messages + [
+        checks.Error(
+            str(problem),
+            hint="Install it with: pip install django-jobqueue[cron]"
+            if problem.key == "cron" and "django-jobqueue[cron]" in problem.message
+            else None,
+            id="jobqueue.E004",
+        )
+        for problem in spec.problems(settings)
+    ]
+
+
+@checks.register()
 def check_database(**kwargs: Any) -> list[checks.CheckMessage]:
     connection = connections[DEFAULT_DB_ALIAS]
     if connection.vendor not in SUPPORTED_VENDORS:

@@ -1,4 +1,5 @@
-"""The HTML pieces of the admin's job pages: status badges, JSON, errors, steps, timeline.
+"""The HTML pieces of the admin's job pages: status badges, JSON, errors, steps, timeline,
+and the schedules' ticks.
 
 Everything a job stores is shown escaped: arguments, results and tracebacks come from
 application code and may hold any text.
@@ -54,6 +55,12 @@ def pretty_json(value: Any) -> SafeString:
 
 def when(value: dt.datetime | None) -> str:
     return localize(timezone.localtime(value)) if value else "-"
+
+
+def tick(value: dt.datetime | None) -> str:
+    """A schedule's tick in the zone it is given in (the schedule's), with the zone's name:
+    a nightly run at 03:00 in Berlin reads 03:00 whatever the admin's own time zone."""
+    return value.strftime("%Y-%m-%d %H:%M:%S %Z") if value else "-"
 
 
 def errors(job: Job) -> SafeString:

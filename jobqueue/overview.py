@@ -1,9 +1,10 @@
-"""What an operator sees of the queues and the workers: the figures behind
-``manage.py jobs queues|workers`` and the admin's overview pages."""
+"""What an operator sees of the queues, the workers and the schedules: the figures behind
+``manage.py jobs queues|workers|schedules`` and the admin's overview pages."""
 
 from __future__ import annotations
 
 import datetime as dt
+import zoneinfo
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -183,3 +184,127 @@ def worker_rows() -> list[WorkerRow]:
             )
         )
     return rows
+
+
+# Said of a schedule that no worker has evaluated since it was added or changed: its row
+# holds no state yet (or the old definition's), and the next tick shown is computed from now.
+NOT_SEEN = "not yet seen by a worker"
+# Said of a row whose name is no longer in JOBQUEUE["SCHEDULES"]: nothing ticks it.
+NOT_IN_SETTINGS = "not in settings"
+
+
+@dataclass
+class ScheduleRow:
+    """One schedule as ``jobs schedules`` and the admin's Schedules page show it.
+
+    The times are aware datetimes in the schedule's time zone (UTC for a row that is no
+    longer in settings). ``as_dict`` gives them as ISO 8601 strings.
+    """
+
+    name: str
+    task: str | None  # None: not in settings, so no task
+    expression: str  # the cron text or "every 30 s"; the stored definition if not in settings
+    timezone: str | None
+    next_tick: dt.datetime | None  # None: not in settings, nothing ticks it
+    last_tick: dt.datetime | None
+    last_job_id: int | None
+    last_job_status: str | None  # None: no run yet, or retention pruned it
+    skipped: int
+    last_skipped_at: dt.datetime | None
+    paused: bool
+    seen: bool  # a worker has evaluated it as it is defined now
+    in_settings: bool
+
+    @property
+    def notes(self) -> list[str]:
+        return [
+            note
+            for note, flagged in (
+                ("paused", self.paused),
+                (NOT_SEEN, self.in_settings and not self.seen),
+                (NOT_IN_SETTINGS, not self.in_settings),
+            )
+            if flagged
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        values = asdict(self)
+        for key, value in values.items():
+            if isinstance(value, dt.datetime):
+                values[key] = value.isoformat()
+        return values
+
+
+def schedule_rows(
+    settings: conf.Settings | None = None,
+    now: dt.datetime | None = None,
+    *,
+    using: str = DEFAULT_DB_ALIAS,
+) -> list[ScheduleRow]:
+    """Every schedule in settings, then every row left by one no longer there, by name.
+
+    Read-only: a schedule no worker has seen yet gets no row here (its first worker creates
+    it), so looking never changes when a schedule first fires.
+    """
+    from jobqueue.models import Schedule
+    from jobqueue.schedules import spec, state
+
+    specs = spec.load(settings or conf.get())
+    zones = {s.name: s.timezone for s in specs}
+    rows = {
+        r.name: r for r in Schedule.objects.using(using).filter(name__in=list(zones)).order_by()
+    }
+    definitions = {s.name: s.definition for s in specs}
+    result = []
+    for status in state.status(specs, now, using=using):
+        zone = zoneinfo.ZoneInfo(status.timezone)
+        row = rows.get(status.name)
+        result.append(
+            ScheduleRow(
+                name=status.name,
+                task=status.task,
+                expression=status.expression,
+                timezone=status.timezone,
+                next_tick=_in_zone(status.next_tick, zone),
+                last_tick=_in_zone(status.last_tick, zone),
+                last_job_id=status.last_job_id,
+                last_job_status=status.last_job_status,
+                skipped=status.skipped,
+                last_skipped_at=_in_zone(status.last_skipped_at, zone),
+                paused=status.paused,
+                seen=row is not None and row.definition == definitions[status.name],
+                in_settings=True,
+            )
+        )
+    result += _rows_not_in_settings(set(zones), using)
+    return sorted(result, key=lambda r: r.name)
+
+
+def _rows_not_in_settings(names: set[str], using: str) -> list[ScheduleRow]:
+    from jobqueue.models import Schedule
+
+    left = list(Schedule.objects.using(using).exclude(name__in=names))
+    job_ids = [r.last_job_id for r in left if r.last_job_id is not None]
+    statuses = dict(Job.objects.using(using).filter(pk__in=job_ids).values_list("pk", "status"))
+    return [
+        ScheduleRow(
+            name=r.name,
+            task=None,
+            expression=r.definition,
+            timezone=None,
+            next_tick=None,
+            last_tick=_in_zone(r.last_tick, dt.UTC),
+            last_job_id=r.last_job_id,
+            last_job_status=statuses.get(r.last_job_id) if r.last_job_id else None,
+            skipped=r.skipped,
+            last_skipped_at=_in_zone(r.last_skipped_at, dt.UTC),
+            paused=r.paused,
+            seen=True,
+            in_settings=False,
+        )
+        for r in left
+    ]
+
+
+def _in_zone(moment: dt.datetime | None, zone: dt.tzinfo) -> dt.datetime | None:
+    return None if moment is None else moment.astimezone(zone)

@@ -25,6 +25,7 @@ from jobqueue.runtime.limits import Limits
 from jobqueue.runtime.listener import Listener, connection_target
 from jobqueue.runtime.outage import HEALTH, Backoff
 from jobqueue.runtime.polling import SAFETY_POLL, PollBackoff
+from jobqueue.runtime.ticker import Ticker
 from jobqueue.runtime.writer import Writer
 from jobqueue.store import ClaimedJob, ClaimScope, Store, success
 
@@ -154,6 +155,7 @@ class Worker:
         self.health = HEALTH
         self.health.begin(f"worker {self.id}")
         self._claim_backoff = Backoff()
+        self.ticker = Ticker(self.settings, using, self.health)  # schedules (issue 17)
 
     # -- control ----------------------------------------------------------------------
 
@@ -188,6 +190,7 @@ class Worker:
             self.listener.start()
         try:
             self._rescue()
+            self.ticker.start()  # schedules (issue 17)
             self._loop()
         finally:
             signals.jobs_committed.disconnect(self._on_jobs_committed)
@@ -203,6 +206,7 @@ class Worker:
         next_rescue = now + self.settings.heartbeat_interval
         next_prune = now  # prune (a slice) at start
         next_unregistered = now  # and name the tasks no live worker has registered
+        next_schedule = self.ticker.next_at()  # schedules (issue 17)
         woken = False
         while not self._stop.is_set():
             self._expire_timeouts()
@@ -212,6 +216,8 @@ class Worker:
             if now >= next_rescue:
                 self._rescue()
                 next_rescue = now + self.settings.heartbeat_interval
+            if now >= next_schedule:  # schedules (issue 17)
+                next_schedule = self.ticker.run(now)
             self._hand_back_held(claimed_before=now - HOLD_LIMIT)
             if now >= next_prune:
                 more = self._prune()
@@ -244,7 +250,14 @@ class Worker:
                     break
                 next_look = now + wait
             woken = self._sleep(
-                min(next_look, next_rescue, next_prune, next_unregistered, self._next_timer())
+                min(
+                    next_look,
+                    next_rescue,
+                    next_prune,
+                    next_unregistered,
+                    next_schedule,  # schedules (issue 17)
+                    self._next_timer(),
+                )
             )
 
     def _look(self, poll: PollBackoff) -> float | None:

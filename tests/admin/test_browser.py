@@ -1,4 +1,5 @@
-"""End to end in a real headless Chromium: log in, see the notice, retry an abandoned job.
+"""End to end in a real headless Chromium: log in, see the notice, retry an abandoned job,
+open the Schedules page.
 
 Debian's ``chromium``, driven by Playwright (never ``playwright install``). Skipped when
 either is missing, except in CI (``CI=true``), where a missing browser is a failure.
@@ -13,7 +14,9 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from jobqueue import conf
 from jobqueue.models import Job
+from jobqueue.schedules import spec, state
 from tests.conftest import IN_CI, REPO
 from tests.factories import FinishedJobFactory, JobFactory
 
@@ -93,11 +96,32 @@ def jobs() -> tuple[Job, Job]:
     return parked[0], parked[1]
 
 
+def schedules(settings) -> None:
+    """Two schedules: one that ran (and skipped a tick), one no worker has seen yet."""
+    settings.JOBQUEUE = {
+        "SCHEDULES": {
+            "nightly-feed": {
+                "task": "tests.testapp.tasks.add",
+                "cron": "0 3 * * *",
+                "timezone": "Europe/Berlin",
+                "args": [1, 2],
+            },
+            "ping": {"task": "tests.echo", "every": 60, "args": ["ping"]},
+        }
+    }
+    now = timezone.now()
+    ping = next(s for s in spec.load(conf.get()) if s.name == "ping")
+    row = state.sync([ping], now - dt.timedelta(minutes=5))["ping"]
+    enqueued = state.tick(ping, row.next_tick, now)
+    state.tick(ping, enqueued.next_tick, enqueued.next_tick)
+
+
 def test_an_operator_retries_an_abandoned_job_in_a_real_browser(
-    live_server, django_user_model, sync_playwright, monkeypatch, tmp_path
+    live_server, django_user_model, sync_playwright, monkeypatch, tmp_path, settings
 ):
     django_user_model.objects.create_superuser("ops", "ops@example.com", "correct horse")
     job, other = jobs()
+    schedules(settings)
     # Playwright's sync API keeps an event loop on this thread; the ORM calls below are
     # plain synchronous test code, not code running inside that loop.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -138,6 +162,19 @@ def test_an_operator_retries_an_abandoned_job_in_a_real_browser(
             assert status.inner_text() == "pending"
             page.goto(f"{live_server.url}/admin/jobqueue/job/{other.pk}/change/")
             page.screenshot(path=str(shots / "admin-job.png"), full_page=True)
+
+            page.goto(f"{live_server.url}/admin/jobqueue/job/")
+            page.click("a.jobqueue-schedules-link")
+            page.wait_for_url("**/admin/jobqueue/schedule/")
+            names = page.locator("#result_list tbody tr th").all_inner_texts()
+            assert names == ["nightly-feed", "ping"]
+            assert "not yet seen by a worker" in page.locator("#result_list").inner_text()
+            assert page.locator(".breadcrumbs").inner_text().split() == [
+                "Home",
+                "Jobs",
+                "Schedules",
+            ]
+            page.screenshot(path=str(shots / "admin-schedules.png"))
         finally:
             browser.close()
     assert Job.objects.get(pk=job.pk).status == "pending"

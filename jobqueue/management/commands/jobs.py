@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +21,11 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
         queues = sub.add_parser("queues", help="per queue: its pool, due, scheduled, running, ...")
         workers = sub.add_parser("workers", help="live workers by pool, with the jobs they hold")
-        for parser_ in (queues, workers):
+        schedules = sub.add_parser(
+            "schedules",
+            help='each JOBQUEUE["SCHEDULES"] entry: its next tick, last tick and that run, skips',
+        )
+        for parser_ in (queues, workers, schedules):
             parser_.add_argument(
                 "--json", action="store_true", dest="as_json", help="print JSON instead of a table"
             )
@@ -97,6 +102,48 @@ class Command(BaseCommand):
             ]
         )
 
+    def _schedules(self, *, as_json: bool = False, **options: Any) -> None:
+        rows = overview.schedule_rows()
+        if as_json:
+            self.stdout.write(json.dumps([r.as_dict() for r in rows], indent=2))
+            return
+        if not rows:
+            self.stdout.write('(no schedules: JOBQUEUE["SCHEDULES"] is empty)')
+            return
+        header = (
+            "schedule",
+            "task",
+            "expression",
+            "time zone",
+            "next tick",
+            "last tick",
+            "last job",
+            "skipped",
+            "notes",
+        )
+        self._table(
+            [header]
+            + [
+                (
+                    r.name,
+                    r.task or "-",
+                    r.expression,
+                    r.timezone or "-",
+                    _moment(r.next_tick),
+                    _moment(r.last_tick),
+                    _job(r.last_job_id, r.last_job_status),
+                    str(r.skipped),
+                    ", ".join(r.notes),
+                )
+                for r in rows
+            ]
+        )
+        if any(not r.in_settings for r in rows):
+            self.stderr.write(
+                'Schedules "not in settings" are rows left by entries since removed from '
+                'JOBQUEUE["SCHEDULES"]: nothing ticks them.'
+            )
+
     def _table(self, rows: Sequence[Sequence[str]]) -> None:
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
@@ -115,6 +162,17 @@ class Command(BaseCommand):
         total = sum(deleted.values())
         detail = ", ".join(f"{n} {status}" for status, n in deleted.items() if n)
         self.stdout.write(f"pruned {total} job(s){': ' + detail if detail else ''}")
+
+
+def _moment(moment: dt.datetime | None) -> str:
+    return "-" if moment is None else moment.isoformat(timespec="seconds")
+
+
+def _job(job_id: int | None, status: str | None) -> str:
+    if job_id is None:
+        return "-"
+    # No status: retention pruned the job since.
+    return f"{job_id} {status or 'pruned'}"
 
 
 def _age(seconds: float | None) -> str:
