@@ -1,0 +1,210 @@
+"""transport.post against a real HTTP server on loopback: what it sends, and what it never does.
+
+A refused address must see no packet: where the receiver listens on the refused address, its
+count of accepted connections stays 0; elsewhere, no socket connect is attempted at all
+(``socket.socket.connect`` is counted, not replaced).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from jobqueue.contrib.webhooks import transport
+from jobqueue.contrib.webhooks.transport import Refused, Response, post
+from tests.webhooks.receiver import Answer, Receiver, running_receiver
+
+LOOPBACK = [ipaddress.ip_network("127.0.0.0/8")]
+
+
+def deliver(url: str, **kwargs: Any) -> Response:
+    options: dict[str, Any] = {
+        "body": b'{"type": "order.paid"}',
+        "headers": {"Content-Type": "application/json", "webhook-id": "msg_1"},
+        "timeout": 5.0,
+    }
+    options.update(kwargs)
+    return post(url, **options)
+
+
+@pytest.fixture
+def connects(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every address a socket in this process tries to connect to, from now on."""
+    attempts: list[Any] = []
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def connect(self: socket.socket, address: Any) -> None:
+        attempts.append(address)
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        attempts.append(address)
+        return real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    return attempts
+
+
+def test_an_allowed_post_arrives_with_its_headers_body_and_host(receiver: Receiver) -> None:
+    response = deliver(receiver.url("/hook?x=1"), allow_networks=LOOPBACK)
+
+    assert response.status == 200
+    assert response.body == b"ok"
+    assert response.headers["content-length"] == "2"
+    assert 0 < response.elapsed < 5
+    [request] = receiver.requests
+    assert request.method == "POST"
+    assert request.path == "/hook?x=1"
+    assert request.body == b'{"type": "order.paid"}'
+    assert request.headers["content-type"] == "application/json"
+    assert request.headers["webhook-id"] == "msg_1"
+    assert request.headers["host"] == f"127.0.0.1:{receiver.port}"
+    assert request.headers["user-agent"] == transport.USER_AGENT
+    assert "cookie" not in request.headers
+
+
+def test_the_host_header_is_the_name_in_the_url_not_the_address(receiver: Receiver) -> None:
+    response = deliver(
+        receiver.url(host="localhost"), allow_networks=[*LOOPBACK, ipaddress.ip_network("::1/128")]
+    )
+
+    assert response.status == 200
+    assert receiver.requests[0].headers["host"] == f"localhost:{receiver.port}"
+
+
+def test_without_allow_networks_the_local_receiver_sees_nothing(
+    receiver: Receiver, connects: list[Any]
+) -> None:
+    for host in ("127.0.0.1", "::ffff:127.0.0.1", "localhost"):
+        with pytest.raises(Refused, match="loopback"):
+            deliver(receiver.url(host=host))
+
+    assert receiver.connections == 0
+    assert connects == []
+
+
+@pytest.mark.parametrize(
+    ("host", "why"),
+    [
+        ("::1", "::1 is a loopback address"),
+        ("10.0.0.1", "10.0.0.1 is a private address"),
+        ("169.254.169.254", "169.254.169.254 is a link-local address"),
+        ("::ffff:127.0.0.1", "IPv4-mapped form of 127.0.0.1, a loopback address"),
+        ("::ffff:169.254.169.254", "IPv4-mapped form of 169.254.169.254, a link-local"),
+        ("64:ff9b::a00:1", "NAT64 form of 10.0.0.1, a private address"),
+        ("0.0.0.0", "the unspecified address"),
+        ("fd00::1", "a private address"),
+        ("224.0.0.1", "a multicast address"),
+    ],
+)
+def test_a_refused_address_is_never_connected_to(host: str, why: str, connects: list[Any]) -> None:
+    with pytest.raises(Refused, match=why):
+        deliver(f"http://[{host}]:8080/" if ":" in host else f"http://{host}:8080/")
+
+    assert connects == []
+
+
+def test_a_name_that_resolves_to_loopback_names_the_address(connects: list[Any]) -> None:
+    with pytest.raises(Refused) as refused:
+        deliver("http://localhost:8080/hook")
+
+    assert str(refused.value).startswith("refused: localhost resolves to ")
+    assert "a loopback address" in str(refused.value)
+    assert connects == []
+
+
+def test_only_http_and_https_are_delivered(connects: list[Any]) -> None:
+    for url in ("ftp://example.com/", "file:///etc/passwd", "gopher://example.com/"):
+        with pytest.raises(Refused, match="only http and https"):
+            deliver(url)
+    with pytest.raises(Refused, match="names no host"):
+        deliver("http:///hook")
+    assert connects == []
+
+
+def test_a_redirect_is_refused_and_never_followed(receiver: Receiver) -> None:
+    receiver.answers.append(Answer(302, {"Location": receiver.url("/elsewhere")}))
+
+    with pytest.raises(Refused) as refused:
+        deliver(receiver.url("/hook"), allow_networks=LOOPBACK)
+
+    assert str(refused.value) == (
+        f"refused: the receiver at 127.0.0.1 answered 302 (a redirect to "
+        f"{receiver.url('/elsewhere')}), and redirects are not followed"
+    )
+    assert [request.path for request in receiver.requests] == ["/hook"]
+
+
+def test_the_body_is_read_up_to_max_body(receiver: Receiver) -> None:
+    receiver.answers.append(Answer(200, body=b"x" * 1_000_000))
+
+    response = deliver(receiver.url(), allow_networks=LOOPBACK, max_body=100)
+
+    assert response.body == b"x" * 100
+
+
+def test_a_receiver_that_never_answers_times_out(receiver: Receiver) -> None:
+    receiver.answers.append(Answer(hang=True))
+    started = time.monotonic()
+
+    with pytest.raises(httpx.TimeoutException):
+        deliver(receiver.url(), allow_networks=LOOPBACK, timeout=0.3)
+
+    assert time.monotonic() - started < 2
+
+
+@pytest.fixture
+def rebinding_dns(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[str]], list[str]]:
+    """Make ``rebind.test`` resolve to each given address in turn (the last one thereafter);
+    returns the list of names looked up. Everything else resolves as usual."""
+    lookups: list[str] = []
+    real_getaddrinfo = socket.getaddrinfo
+
+    def install(answers: list[str]) -> list[str]:
+        def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+            lookups.append(host)
+            if host != "rebind.test":
+                return real_getaddrinfo(host, port, *args, **kwargs)
+            address = answers.pop(0) if len(answers) > 1 else answers[0]
+            return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))]
+
+        monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+        return lookups
+
+    return install
+
+
+@pytest.fixture
+def twin(receiver: Receiver) -> Iterator[Receiver]:
+    """A second receiver on 127.0.0.2 and the same port as ``receiver`` (on 127.0.0.1)."""
+    yield from running_receiver("127.0.0.2", receiver.port)
+
+
+def test_dns_rebinding_cannot_move_the_connection(
+    receiver: Receiver,
+    twin: Receiver,
+    rebinding_dns: Callable[[list[str]], list[str]],
+    connects: list[Any],
+) -> None:
+    # The name answers 127.0.0.2 (the one address allowed) when checked, and 127.0.0.1 on
+    # any later lookup: the delivery must reach 127.0.0.2, and 127.0.0.1 must see nothing.
+    lookups = rebinding_dns(["127.0.0.2", "127.0.0.1"])
+
+    response = deliver(
+        f"http://rebind.test:{receiver.port}/hook",
+        allow_networks=[ipaddress.ip_network("127.0.0.2/32")],
+    )
+
+    assert response.status == 200
+    assert lookups.count("rebind.test") == 1
+    assert [address[0] for address in connects] == ["127.0.0.2"]
+    assert twin.requests[0].headers["host"] == f"rebind.test:{receiver.port}"
+    assert receiver.connections == 0
