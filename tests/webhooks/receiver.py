@@ -4,13 +4,15 @@ The server runs on its own threads (``ThreadingHTTPServer``, one per connection)
 every TCP connection it accepts, before any byte is read, so a test can show that a refused
 delivery sent nothing at all, and records every request. Answers come from ``answers``, a
 queue of :class:`Answer` (status, headers, body, or ``hang`` to never answer), then
-``default``.
+``default``. With ``tls`` (a server context) it speaks https and records the server name
+each client asked for.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b"ok"
     hang: bool = False  # accept the request and never answer (until the receiver stops)
+    trickle: float = 0  # seconds between the body's bytes, sent one at a time
 
 
 @dataclass(frozen=True)
@@ -84,22 +87,39 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(answer.body)))
         self.end_headers()
-        # The client may stop reading part way (the body cap): expected.
+        # The client may stop reading part way (the body cap, a timeout): expected.
         with contextlib.suppress(OSError):
-            self.wfile.write(answer.body)
+            if answer.trickle:
+                self._trickle(answer.body, answer.trickle)
+            else:
+                self.wfile.write(answer.body)
+
+    def _trickle(self, body: bytes, interval: float) -> None:
+        for index in range(len(body)):
+            self.wfile.write(body[index : index + 1])
+            self.wfile.flush()
+            if self.server.receiver.released.wait(interval):
+                return
 
 
 class Receiver:
     """An HTTP server on ``host`` (port 0: any free one); ``url(path)`` addresses it."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.lock = threading.Lock()
         self.connections = 0
+        self.server_names: list[str | None] = []  # the TLS server name of each handshake
         self.requests: list[Received] = []
         self.answers: list[Answer] = []
         self.default = Answer()
         self.released = threading.Event()
         self._server = _Server(self, (host, port))
+        self.scheme = "https" if tls else "http"
+        if tls is not None:
+            tls.sni_callback = self._record_server_name
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self.host = host
         self.port: int = self._server.server_address[1]
         self._thread = threading.Thread(
@@ -110,7 +130,10 @@ class Receiver:
         host = host or self.host
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}{path}"
+        return f"{self.scheme}://{host}:{self.port}{path}"
+
+    def _record_server_name(self, _socket: Any, name: str | None, _context: Any) -> None:
+        self.server_names.append(name)
 
     def start(self) -> Receiver:
         self._thread.start()
@@ -123,9 +146,11 @@ class Receiver:
         self._thread.join(5)
 
 
-def running_receiver(host: str = "127.0.0.1", port: int = 0) -> Iterator[Receiver]:
+def running_receiver(
+    host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None
+) -> Iterator[Receiver]:
     """A started receiver, stopped afterwards: the body of a pytest fixture."""
-    receiver = Receiver(host, port).start()
+    receiver = Receiver(host, port, tls).start()
     try:
         yield receiver
     finally:

@@ -8,7 +8,10 @@ count of accepted connections stays 0; elsewhere, no socket connect is attempted
 from __future__ import annotations
 
 import ipaddress
+import shutil
 import socket
+import ssl
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -162,18 +165,19 @@ def test_a_receiver_that_never_answers_times_out(receiver: Receiver) -> None:
 
 
 @pytest.fixture
-def rebinding_dns(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[str]], list[str]]:
-    """Make ``rebind.test`` resolve to each given address in turn (the last one thereafter);
-    returns the list of names looked up. Everything else resolves as usual."""
+def dns(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, list[str]]], list[str]]:
+    """Make each given name resolve to its addresses in turn, one per lookup (the last one
+    thereafter); returns every name looked up. Other names resolve as usual."""
     lookups: list[str] = []
     real_getaddrinfo = socket.getaddrinfo
 
-    def install(answers: list[str]) -> list[str]:
+    def install(answers: dict[str, list[str]]) -> list[str]:
         def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
             lookups.append(host)
-            if host != "rebind.test":
+            if host not in answers:
                 return real_getaddrinfo(host, port, *args, **kwargs)
-            address = answers.pop(0) if len(answers) > 1 else answers[0]
+            queue = answers[host]
+            address = queue.pop(0) if len(queue) > 1 else queue[0]
             return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))]
 
         monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
@@ -191,12 +195,12 @@ def twin(receiver: Receiver) -> Iterator[Receiver]:
 def test_dns_rebinding_cannot_move_the_connection(
     receiver: Receiver,
     twin: Receiver,
-    rebinding_dns: Callable[[list[str]], list[str]],
+    dns: Callable[[dict[str, list[str]]], list[str]],
     connects: list[Any],
 ) -> None:
     # The name answers 127.0.0.2 (the one address allowed) when checked, and 127.0.0.1 on
     # any later lookup: the delivery must reach 127.0.0.2, and 127.0.0.1 must see nothing.
-    lookups = rebinding_dns(["127.0.0.2", "127.0.0.1"])
+    lookups = dns({"rebind.test": ["127.0.0.2", "127.0.0.1"]})
 
     response = deliver(
         f"http://rebind.test:{receiver.port}/hook",
@@ -208,3 +212,104 @@ def test_dns_rebinding_cannot_move_the_connection(
     assert [address[0] for address in connects] == ["127.0.0.2"]
     assert twin.requests[0].headers["host"] == f"rebind.test:{receiver.port}"
     assert receiver.connections == 0
+
+
+def test_a_receiver_that_trickles_its_body_is_cut_off_at_the_timeout(receiver: Receiver) -> None:
+    # Every byte comes well within the per-read timeout; the whole would take 10 s.
+    receiver.answers.append(Answer(200, body=b"x" * 200, trickle=0.05))
+    started = time.monotonic()
+
+    with pytest.raises(httpx.ReadTimeout):
+        deliver(receiver.url(), allow_networks=LOOPBACK, timeout=0.5)
+
+    assert time.monotonic() - started < 1.5
+
+
+def test_a_name_that_does_not_resolve_is_a_network_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_such_name(host: Any, *args: Any, **kwargs: Any) -> Any:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_name)
+
+    with pytest.raises(httpx.ConnectError, match="cannot resolve the host of 'http://gone.test/'"):
+        deliver("http://gone.test/")
+
+
+def test_proxy_settings_in_the_environment_are_ignored(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A proxy would make the connection to a host the guard never checked.
+    proxy = Receiver().start()
+    try:
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+            monkeypatch.setenv(name, proxy.url("/"))
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+
+        response = deliver(receiver.url(), allow_networks=LOOPBACK)
+    finally:
+        proxy.stop()
+
+    assert response.status == 200
+    assert len(receiver.requests) == 1
+    assert proxy.connections == 0
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for receiver.test (not for 127.0.0.1): (cert, key) paths."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    directory = tmp_path_factory.mktemp("tls")
+    cert, key = str(directory / "cert.pem"), str(directory / "key.pem")
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-nodes", "-days", "1", "-subj", "/CN=receiver.test"),
+            *("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"),
+            *("-addext", "subjectAltName=DNS:receiver.test", "-keyout", key, "-out", cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+@pytest.fixture
+def tls_receiver(
+    certificate: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Receiver]:
+    """An https receiver on 127.0.0.1 with the certificate, which the client then trusts."""
+    cert, key = certificate
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert, key)
+    client = ssl.create_default_context(cafile=cert)
+    monkeypatch.setattr(transport, "ssl_context", lambda: client)
+    yield from running_receiver(tls=server)
+
+
+def test_https_goes_to_the_checked_address_and_verifies_the_host_name(
+    tls_receiver: Receiver, dns: Callable[[dict[str, list[str]]], list[str]]
+) -> None:
+    dns({"receiver.test": ["127.0.0.1"]})
+
+    response = deliver(tls_receiver.url(host="receiver.test"), allow_networks=LOOPBACK)
+
+    # The certificate names receiver.test, not 127.0.0.1, the address connected to: the
+    # handshake passed on the host name, which went out as the TLS server name.
+    assert response.status == 200
+    assert tls_receiver.server_names == ["receiver.test"]
+    assert tls_receiver.requests[0].headers["host"] == f"receiver.test:{tls_receiver.port}"
+
+
+def test_https_refuses_a_certificate_for_another_name(
+    tls_receiver: Receiver, dns: Callable[[dict[str, list[str]]], list[str]]
+) -> None:
+    dns({"impostor.test": ["127.0.0.1"]})
+
+    with pytest.raises(httpx.ConnectError, match="certificate verify failed"):
+        deliver(tls_receiver.url(host="impostor.test"), allow_networks=LOOPBACK)
+
+    assert tls_receiver.server_names == ["impostor.test"]
+    assert tls_receiver.requests == []

@@ -42,9 +42,9 @@ class Response:
 
 
 @cache
-def _ssl_context() -> ssl.SSLContext:
-    # Loading the CA bundle costs milliseconds of CPU; do it once per process, not per delivery.
-    # trust_env=False: certificate locations from the environment are not consulted either.
+def ssl_context() -> ssl.SSLContext:
+    """httpx's default context (certifi's CAs, hostnames checked), made once per process:
+    loading the CA bundle costs milliseconds of CPU, too much to spend on every delivery."""
     return httpx.create_ssl_context(trust_env=False)
 
 
@@ -59,9 +59,12 @@ def post(
 ) -> Response:
     """POST ``body`` to ``url`` if the guard allows it; raise Refused if not, or on a redirect.
 
-    ``timeout`` bounds connecting, each read and write, and the whole exchange: once it has
-    passed since the start, reading stops with ``httpx.ReadTimeout``. Network failures raise
-    ``httpx.TransportError`` subclasses, a name that does not resolve ``httpx.ConnectError``.
+    ``timeout`` bounds connecting, each read and each write; and once it has passed since the
+    start, reading the body stops with ``httpx.ReadTimeout``, so a receiver that trickles its
+    body cannot hold the worker. (Resolving the name and reading the response headers are
+    bounded by the resolver's own timeouts and the per-read one, and in the end by the
+    task's timeout.) Network failures raise ``httpx.TransportError`` subclasses; a name that
+    does not resolve raises ``httpx.ConnectError``.
     """
     started = time.monotonic()
     deadline = started + timeout
@@ -80,7 +83,7 @@ def post(
         request_headers.setdefault("Authorization", basic_auth(checked))
     extensions = {"sni_hostname": checked.host} if checked.scheme == "https" else {}
     with httpx.Client(
-        verify=_ssl_context(),
+        verify=ssl_context(),
         timeout=httpx.Timeout(timeout),
         follow_redirects=False,
         trust_env=False,
@@ -94,8 +97,8 @@ def post(
         )
         response = client.send(request, stream=True)
         try:
-            if response.is_redirect or 300 <= response.status_code < 400:
-                location = response.headers.get("Location")
+            if 300 <= response.status_code < 400:
+                location = response.headers.get("Location", "")[:300]
                 to = f"a redirect to {location}" if location else "a redirect"
                 raise Refused(
                     f"refused: the receiver at {checked.host} answered {response.status_code} "
