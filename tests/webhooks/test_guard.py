@@ -177,6 +177,10 @@ def test_check_url_takes_the_url_apart(dns: Callable[[dict[str, list[str]]], lis
         target="/hooks/in?a=1&b=2",
         username="user",
         password="p%40ss",
+        addresses=(
+            ipaddress.IPv4Address("93.184.215.14"),
+            ipaddress.IPv6Address("2606:2800:21f:cb07:6820:80da:af6b:8b2c"),
+        ),
     )
     assert check_url("http://partner.example").port == 80
     assert check_url("http://partner.example").target == "/"
@@ -215,7 +219,10 @@ def test_the_first_address_is_the_one_to_connect_to(
 ) -> None:
     dns({"two.example": ["2606:4700::1111", "1.1.1.1", "2606:4700::1111"]})
 
-    assert check_url("http://two.example/").address == ipaddress.IPv6Address("2606:4700::1111")
+    checked = check_url("http://two.example/")
+
+    assert checked.address == ipaddress.IPv6Address("2606:4700::1111")
+    assert checked.addresses == (checked.address, ipaddress.IPv4Address("1.1.1.1"))
 
 
 def test_a_name_that_does_not_resolve_raises_oserror(

@@ -166,8 +166,9 @@ def test_a_receiver_that_never_answers_times_out(receiver: Receiver) -> None:
 
 @pytest.fixture
 def dns(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, list[str]]], list[str]]:
-    """Make each given name resolve to its addresses in turn, one per lookup (the last one
-    thereafter); returns every name looked up. Other names resolve as usual."""
+    """Make each given name resolve to its answers in turn, one per lookup (the last one
+    thereafter), an answer being addresses joined by commas; returns every name looked up.
+    Other names resolve as usual."""
     lookups: list[str] = []
     real_getaddrinfo = socket.getaddrinfo
 
@@ -177,8 +178,11 @@ def dns(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, list[str]]], lis
             if host not in answers:
                 return real_getaddrinfo(host, port, *args, **kwargs)
             queue = answers[host]
-            address = queue.pop(0) if len(queue) > 1 else queue[0]
-            return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))]
+            answer = queue.pop(0) if len(queue) > 1 else queue[0]
+            return [
+                (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))
+                for address in answer.split(",")
+            ]
 
         monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
         return lookups
@@ -211,6 +215,37 @@ def test_dns_rebinding_cannot_move_the_connection(
     assert lookups.count("rebind.test") == 1
     assert [address[0] for address in connects] == ["127.0.0.2"]
     assert twin.requests[0].headers["host"] == f"rebind.test:{receiver.port}"
+    assert receiver.connections == 0
+
+
+def test_when_an_address_refuses_the_connection_the_next_checked_one_is_tried(
+    receiver: Receiver,
+    dns: Callable[[dict[str, list[str]]], list[str]],
+    connects: list[Any],
+) -> None:
+    # Nothing listens on 127.0.0.3: connecting is refused at once, and the delivery goes to
+    # the second address of the same answer, without asking DNS again.
+    lookups = dns({"two.test": ["127.0.0.3,127.0.0.1", "127.0.0.4"]})
+
+    response = deliver(f"http://two.test:{receiver.port}/", allow_networks=LOOPBACK)
+
+    assert response.status == 200
+    assert [address[0] for address in connects] == ["127.0.0.3", "127.0.0.1"]
+    assert lookups.count("two.test") == 1
+    assert len(receiver.requests) == 1
+
+
+def test_every_address_is_checked_before_any_is_tried(
+    receiver: Receiver,
+    dns: Callable[[dict[str, list[str]]], list[str]],
+    connects: list[Any],
+) -> None:
+    dns({"mixed.test": ["127.0.0.1,10.0.0.1"]})
+
+    with pytest.raises(Refused, match="mixed.test resolves to 10.0.0.1, a private address"):
+        deliver(f"http://mixed.test:{receiver.port}/", allow_networks=LOOPBACK)
+
+    assert connects == []
     assert receiver.connections == 0
 
 

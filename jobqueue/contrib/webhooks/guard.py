@@ -47,6 +47,9 @@ class CheckedTarget:
     target: str  # path and query, as given, for the request line
     username: str | None = None
     password: str | None = None
+    # Every address the host resolved to, all checked, ``address`` first: the ones to try,
+    # in order, when connecting to one fails.
+    addresses: tuple[Address, ...] = ()
 
 
 def _networks(*cidrs: str) -> tuple[Network, ...]:
@@ -186,7 +189,7 @@ def check_url(url: str, allow_networks: Sequence[Network] = ()) -> CheckedTarget
     """Parse ``url``, resolve its host once and check every address; raise Refused if any fails.
 
     A host given as an IP literal is checked as it is, without DNS. The first address the
-    resolver gives is the one to connect to.
+    resolver gives is the one to connect to; the others, checked too, are there to fall back on.
     """
     try:
         parts = urlsplit(url)
@@ -233,4 +236,5 @@ def check_url(url: str, allow_networks: Sequence[Network] = ()) -> CheckedTarget
         target=target,
         username=parts.username,
         password=parts.password,
+        addresses=tuple(addresses),
     )

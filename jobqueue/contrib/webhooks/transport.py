@@ -23,7 +23,7 @@ from urllib.parse import quote, unquote
 import httpx
 
 import jobqueue
-from jobqueue.contrib.webhooks.guard import CheckedTarget, Network, Refused, check_url
+from jobqueue.contrib.webhooks.guard import Address, CheckedTarget, Network, Refused, check_url
 
 __all__ = ["Refused", "Response", "post"]
 
@@ -59,12 +59,12 @@ def post(
 ) -> Response:
     """POST ``body`` to ``url`` if the guard allows it; raise Refused if not, or on a redirect.
 
-    ``timeout`` bounds connecting, each read and each write; and once it has passed since the
-    start, reading the body stops with ``httpx.ReadTimeout``, so a receiver that trickles its
-    body cannot hold the worker. (Resolving the name and reading the response headers are
-    bounded by the resolver's own timeouts and the per-read one, and in the end by the
-    task's timeout.) Network failures raise ``httpx.TransportError`` subclasses; a name that
-    does not resolve raises ``httpx.ConnectError``.
+    ``timeout`` is for the whole exchange: connecting and each read and write get what is
+    left of it, and once it has passed, reading the body stops with ``httpx.ReadTimeout``, so
+    a receiver that trickles its body cannot hold the worker. (Resolving the name is bounded
+    by the resolver's own timeouts, and a receiver that trickles its headers by the per-read
+    timeout and in the end by the task's timeout.) Network failures raise
+    ``httpx.TransportError`` subclasses; a name that does not resolve ``httpx.ConnectError``.
     """
     started = time.monotonic()
     deadline = started + timeout
@@ -81,21 +81,12 @@ def post(
     request_headers["Host"] = host_header(checked)
     if checked.username is not None:
         request_headers.setdefault("Authorization", basic_auth(checked))
-    extensions = {"sni_hostname": checked.host} if checked.scheme == "https" else {}
     with httpx.Client(
         verify=ssl_context(),
-        timeout=httpx.Timeout(timeout),
         follow_redirects=False,
         trust_env=False,
     ) as client:
-        request = client.build_request(
-            "POST",
-            pinned_url(checked),
-            content=body,
-            headers=request_headers,
-            extensions=extensions,
-        )
-        response = client.send(request, stream=True)
+        response = send(client, checked, body, request_headers, deadline)
         try:
             if 300 <= response.status_code < 400:
                 location = response.headers.get("Location", "")[:300]
@@ -115,11 +106,45 @@ def post(
     )
 
 
-def pinned_url(checked: CheckedTarget) -> httpx.URL:
-    """The request URL with the checked address in place of the host."""
+def send(
+    client: httpx.Client,
+    checked: CheckedTarget,
+    body: bytes,
+    headers: httpx.Headers,
+    deadline: float,
+) -> httpx.Response:
+    """Send the request to the checked addresses in turn until one connects; the response
+    is streamed (its body not read yet).
+
+    Only a failure to connect moves on to the next address: once connected, the request
+    may have arrived, and sending it again is the retry's business, not this loop's.
+    """
+    extensions = {"sni_hostname": checked.host} if checked.scheme == "https" else {}
+    addresses = checked.addresses or (checked.address,)
+    for address in addresses:
+        # Each try gets what is left of the timeout, so the last one cannot overrun it.
+        remaining = max(deadline - time.monotonic(), 0.001)
+        request = client.build_request(
+            "POST",
+            pinned_url(checked, address),
+            content=body,
+            headers=headers,
+            extensions=extensions,
+            timeout=httpx.Timeout(remaining),
+        )
+        try:
+            return client.send(request, stream=True)
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            if address == addresses[-1] or time.monotonic() >= deadline:
+                raise
+    raise AssertionError("unreachable: the last address raises or returns")
+
+
+def pinned_url(checked: CheckedTarget, address: Address) -> httpx.URL:
+    """The request URL with the checked ``address`` in place of the host."""
     return httpx.URL(
         scheme=checked.scheme,
-        host=str(checked.address),
+        host=str(address),
         port=checked.port,
         # A path with characters beyond printable ASCII is sent percent-encoded, as httpx
         # would; what is already percent-encoded stays as it is.
