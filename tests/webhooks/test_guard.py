@@ -231,8 +231,10 @@ def test_a_name_that_does_not_resolve_raises_oserror(
     # Not a refusal: DNS may answer on a later attempt.
     dns({"gone.example": []})
 
-    with pytest.raises(socket.gaierror):
+    with pytest.raises(socket.gaierror) as failed:
         check_url("http://gone.example/")
+
+    assert failed.value.strerror == "cannot resolve gone.example: Name or service not known"
 
 
 @pytest.mark.parametrize(
@@ -257,16 +259,37 @@ def test_other_spellings_of_loopback_are_refused(url: str) -> None:
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("ftp://partner.example/", "has the scheme 'ftp'; only http and https are delivered"),
-        ("file:///etc/passwd", "has the scheme 'file'"),
-        ("partner.example/hooks", "has the scheme ''"),
-        ("http:///hooks", "names no host"),
-        ("http://:8080/hooks", "names no host"),
-        ("http://partner.example:99999/", "is not a valid URL"),
-        ("http://partner.example:http/", "is not a valid URL"),
-        ("http://[::1/", "is not a valid URL"),
+        ("ftp://partner.example/", "the webhook URL has the scheme 'ftp'; only http and https"),
+        ("file:///etc/passwd", "the webhook URL has the scheme 'file'"),
+        ("partner.example/hooks", "the webhook URL has the scheme ''"),
+        ("http:///hooks", "the webhook URL names no host"),
+        ("http://:8080/hooks", "the webhook URL names no host"),
+        ("http://partner.example:99999/", "the webhook URL is not valid (Port out of range"),
+        ("http://partner.example:http/", "the webhook URL is not valid"),
+        ("http://[::1/", "the webhook URL is not valid"),
+        ("http://a..example/", "'a..example' is not a valid host name"),
     ],
 )
 def test_a_url_that_is_not_deliverable_is_refused(url: str, message: str) -> None:
-    with pytest.raises(Refused, match=message.replace("(", r"\(")):
+    with pytest.raises(Refused) as refused:
         check_url(url)
+
+    assert str(refused.value).startswith(f"refused: {message}")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://user:hunter2@partner.example/T0/B0/sekrit?token=abc",
+        "http://user:hunter2@partner.example:99999/T0/B0/sekrit?token=abc",
+        "http://user:hunter2@10.0.0.1/T0/B0/sekrit?token=abc",
+        "http://user:hunter2@localhost/T0/B0/sekrit?token=abc",
+    ],
+)
+def test_a_refusal_never_repeats_the_path_query_or_credentials(url: str) -> None:
+    # The reason is stored on the job, and a hook URL's path or query is often its secret.
+    with pytest.raises(Refused) as refused:
+        check_url(url)
+
+    for secret in ("hunter2", "sekrit", "abc", "user"):
+        assert secret not in str(refused.value)

@@ -146,6 +146,16 @@ def test_a_redirect_is_refused_and_never_followed(receiver: Receiver) -> None:
     assert [request.path for request in receiver.requests] == ["/hook"]
 
 
+def test_a_redirect_message_shows_no_credentials_or_query(receiver: Receiver) -> None:
+    location = "https://user:hunter2@elsewhere.example/in?token=abc"
+    receiver.answers.append(Answer(307, {"Location": location}))
+
+    with pytest.raises(Refused) as refused:
+        deliver(receiver.url(), allow_networks=LOOPBACK)
+
+    assert "answered 307 (a redirect to https://elsewhere.example/in)" in str(refused.value)
+
+
 def test_the_body_is_read_up_to_max_body(receiver: Receiver) -> None:
     receiver.answers.append(Answer(200, body=b"x" * 1_000_000))
 
@@ -268,8 +278,8 @@ def test_a_name_that_does_not_resolve_is_a_network_error(
 
     monkeypatch.setattr(socket, "getaddrinfo", no_such_name)
 
-    with pytest.raises(httpx.ConnectError, match="cannot resolve the host of 'http://gone.test/'"):
-        deliver("http://gone.test/")
+    with pytest.raises(httpx.ConnectError, match="^cannot resolve gone.test: Name or service"):
+        deliver("http://gone.test/secret-path")
 
 
 def test_proxy_settings_in_the_environment_are_ignored(

@@ -191,19 +191,22 @@ def check_url(url: str, allow_networks: Sequence[Network] = ()) -> CheckedTarget
     A host given as an IP literal is checked as it is, without DNS. The first address the
     resolver gives is the one to connect to; the others, checked too, are there to fall back on.
     """
+    # The messages name the host at most, never the URL: a path or query often carries a
+    # token (chat services' hook URLs are secrets), and the message is stored on the job.
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise Refused(f"refused: {url!r} is not a valid URL ({exc})") from None
+        raise Refused(f"refused: the webhook URL is not valid ({exc})") from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         raise Refused(
-            f"refused: {url!r} has the scheme {parts.scheme!r}; only http and https are delivered"
+            f"refused: the webhook URL has the scheme {parts.scheme!r}; "
+            "only http and https are delivered"
         )
     hostname = parts.hostname
     if not hostname:
-        raise Refused(f"refused: {url!r} names no host")
+        raise Refused("refused: the webhook URL names no host")
     if port is None:
         port = SCHEMES[scheme]
     try:
@@ -220,7 +223,10 @@ def check_url(url: str, allow_networks: Sequence[Network] = ()) -> CheckedTarget
             host = hostname.encode("idna").decode("ascii")
         except UnicodeError as exc:
             raise Refused(f"refused: {hostname!r} is not a valid host name ({exc})") from None
-        addresses = resolve(host, port)
+        try:
+            addresses = resolve(host, port)
+        except socket.gaierror as exc:
+            raise socket.gaierror(exc.errno, f"cannot resolve {host}: {exc.strerror}") from exc
         for address in addresses:
             why = refusal(address, allow_networks)
             if why is not None:

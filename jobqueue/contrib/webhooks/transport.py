@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -72,7 +72,7 @@ def post(
         checked = check_url(url, allow_networks)
     except OSError as exc:
         # The name did not resolve: a network failure, which a later attempt may not meet.
-        raise httpx.ConnectError(f"cannot resolve the host of {url!r}: {exc}") from exc
+        raise httpx.ConnectError(exc.strerror or str(exc)) from exc
     request_headers = httpx.Headers(headers)
     request_headers.setdefault("User-Agent", USER_AGENT)
     # The body is stored for the operator, capped: a compressed one could expand far past
@@ -89,8 +89,8 @@ def post(
         response = send(client, checked, body, request_headers, deadline)
         try:
             if 300 <= response.status_code < 400:
-                location = response.headers.get("Location", "")[:300]
-                to = f"a redirect to {location}" if location else "a redirect"
+                location = response.headers.get("Location")
+                to = f"a redirect to {shown(location)}" if location else "a redirect"
                 raise Refused(
                     f"refused: the receiver at {checked.host} answered {response.status_code} "
                     f"({to}), and redirects are not followed"
@@ -163,6 +163,14 @@ def basic_auth(checked: CheckedTarget) -> str:
     # auth; the pinned URL has no userinfo, so they are sent explicitly.
     pair = f"{unquote(checked.username or '')}:{unquote(checked.password or '')}"
     return "Basic " + base64.b64encode(pair.encode("utf-8")).decode("ascii")
+
+
+def shown(location: str) -> str:
+    """A redirect's target as an error message shows it: no credentials, no query, short."""
+    parts = urlsplit(location)
+    netloc = parts.netloc.rpartition("@")[2]
+    text = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def read_capped(response: httpx.Response, max_body: int, deadline: float) -> bytes:
