@@ -19,7 +19,6 @@ from jobqueue.contrib.webhooks.guard import (
     Refused,
     check_url,
     embedded_ipv4,
-    parse_networks,
     refusal,
 )
 
@@ -109,7 +108,7 @@ def test_embedded_ipv4_reads_the_mapped_and_nat64_forms() -> None:
 
 
 def test_allow_networks_allow_an_address_and_its_mapped_forms() -> None:
-    allow = parse_networks(["10.0.0.0/8", "fd00::/8"])
+    allow = [ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("fd00::/8")]
 
     assert refusal(ipaddress.ip_address("10.0.0.5"), allow) is None
     assert refusal(ipaddress.ip_address("::ffff:10.0.0.5"), allow) is None
@@ -120,17 +119,6 @@ def test_allow_networks_allow_an_address_and_its_mapped_forms() -> None:
     assert refusal(ipaddress.ip_address("192.168.0.5"), allow) == "a private address"
     assert refusal(ipaddress.ip_address("127.0.0.1"), allow) == "a loopback address"
     assert refusal(ipaddress.ip_address("fc00::5"), allow) == "a private address (unique local)"
-
-
-def test_parse_networks_names_a_bad_entry() -> None:
-    assert parse_networks(["127.0.0.0/8", "::1"]) == [
-        ipaddress.ip_network("127.0.0.0/8"),
-        ipaddress.ip_network("::1/128"),
-    ]
-    with pytest.raises(ValueError, match="'10.0.0.1/8' is not a network in CIDR form"):
-        parse_networks(["10.0.0.1/8"])  # host bits set: almost certainly a typo
-    with pytest.raises(ValueError, match="'intranet' is not a network"):
-        parse_networks(["intranet"])
 
 
 @pytest.fixture

@@ -157,17 +157,6 @@ def refusal(address: Address, allow_networks: Sequence[Network] = ()) -> str | N
     return None
 
 
-def parse_networks(cidrs: Sequence[str]) -> list[Network]:
-    """``ALLOW_NETWORKS`` as networks; a bad entry raises ValueError naming it."""
-    networks: list[Network] = []
-    for cidr in cidrs:
-        try:
-            networks.append(ipaddress.ip_network(cidr))
-        except ValueError as exc:
-            raise ValueError(f"{cidr!r} is not a network in CIDR form: {exc}") from None
-    return networks
-
-
 def resolve(host: str, port: int) -> list[Address]:
     """Every address ``host`` resolves to for TCP, in the resolver's order, without repeats.
 
