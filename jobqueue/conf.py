@@ -8,6 +8,7 @@ system check in :mod:`jobqueue.checks` reports the same message at start-up.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -65,7 +66,12 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULES": {},
     "TASK_MODULES": (),
     "LISTEN_URL": None,
+    # jobqueue.contrib.webhooks: read only by its delivery task.
+    "WEBHOOKS": {"TIMEOUT": 10, "ALLOW_NETWORKS": []},
 }
+WEBHOOK_OPTIONS = ("TIMEOUT", "ALLOW_NETWORKS")
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,15 @@ class PoolSpec:
 
 
 @dataclass(frozen=True)
+class WebhookSettings:
+    """``JOBQUEUE["WEBHOOKS"]``, for :mod:`jobqueue.contrib.webhooks`."""
+
+    timeout: float = 10.0  # s for connecting, and for the whole request
+    # The one way past the SSRF guard: receivers inside these networks may be reached.
+    allow_networks: tuple[Network, ...] = ()
+
+
+@dataclass(frozen=True)
 class Settings:
     lease: float
     safety_buffer: float
@@ -103,6 +118,7 @@ class Settings:
     schedules: Mapping[str, Any] = field(default_factory=dict)
     task_modules: tuple[str, ...] = ()
     listen_url: str | None = None
+    webhooks: WebhookSettings = field(default_factory=WebhookSettings)
 
     @property
     def heartbeat_interval(self) -> float:
@@ -343,6 +359,43 @@ def _retention(value: Any) -> dict[str, float | None]:
     return retention
 
 
+def _webhooks(value: Any) -> WebhookSettings:
+    where = _key("WEBHOOKS")
+    if not isinstance(value, Mapping):
+        raise ImproperlyConfigured(
+            f'{where} must be a dict with "TIMEOUT" and "ALLOW_NETWORKS", not {value!r}.'
+        )
+    for option in value:
+        if option not in WEBHOOK_OPTIONS:
+            raise ImproperlyConfigured(
+                f'{where} has an unknown option "{option}"; it takes '
+                f"{', '.join(WEBHOOK_OPTIONS)}.{_did_you_mean(option, WEBHOOK_OPTIONS)}"
+            )
+    values = {**DEFAULTS["WEBHOOKS"], **value}
+    networks = values["ALLOW_NETWORKS"]
+    if not isinstance(networks, (list, tuple)):
+        raise ImproperlyConfigured(
+            f'{where}["ALLOW_NETWORKS"] must be a list of networks such as "10.1.0.0/16", '
+            f"not {networks!r}."
+        )
+    allowed = []
+    for network in networks:
+        try:
+            if not isinstance(network, str):
+                raise TypeError
+            allowed.append(ipaddress.ip_network(network))
+        except (TypeError, ValueError) as exc:
+            why = f": {exc}" if isinstance(exc, ValueError) else ""
+            raise ImproperlyConfigured(
+                f'{where}["ALLOW_NETWORKS"] has {network!r}, which is not a network in CIDR '
+                f'notation such as "10.1.0.0/16" or "fd00::/8"{why}.'
+            ) from None
+    return WebhookSettings(
+        timeout=seconds(f'{where}["TIMEOUT"]', values["TIMEOUT"], allow_zero=False),
+        allow_networks=tuple(allowed),
+    )
+
+
 def build(raw: Mapping[str, Any] | None) -> Settings:
     """Validate a ``JOBQUEUE`` dict and return typed settings."""
     if raw is None:
@@ -413,6 +466,7 @@ def build(raw: Mapping[str, Any] | None) -> Settings:
         schedules=dict(values["SCHEDULES"]),
         task_modules=tuple(task_modules),
         listen_url=listen_url,
+        webhooks=_webhooks(values["WEBHOOKS"]),
     )
 
 

@@ -18,6 +18,21 @@ class PermanentError(Exception):
     """Raise from a handler to fail the job now, without spending the remaining attempts."""
 
 
+class Discard(Exception):
+    """Raise from a handler to end the job ``discarded`` now: there is nothing left to do.
+
+    For work that became pointless rather than failed (what it was for was deleted or
+    switched off): no retry, and the job is not counted among the failures an operator
+    looks at. ``reason`` becomes ``last_error``; an operator's Retry still takes the job.
+    """
+
+    def __init__(self, reason: str) -> None:
+        if not isinstance(reason, str) or not reason:
+            raise TypeError(f"Discard(reason) takes a non-empty string, not {reason!r}")
+        super().__init__(reason)
+        self.reason = reason
+
+
 class Snooze(Exception):
     """Raise from a handler to come back later; the attempt is not counted."""
 

@@ -53,7 +53,8 @@ TRANSITIONS: dict[str, frozenset[str]] = {
             FAILED,
             # recover: a crash under on_crash="park", or the MAX_CRASHES-th crash
             ABANDONED,
-            # operator_discard (its worker is fenced off)
+            # operator_discard (its worker is fenced off); discard (the handler raised
+            # Discard)
             DISCARDED,
         }
     ),

@@ -259,6 +259,23 @@ class Store:
         )
         self._finished(job, states.FAILED, worker)
 
+    def discard(self, job: ClaimedJob, error: dict[str, Any], *, worker: str) -> None:
+        """running -> discarded: the handler raised ``Discard``, its work has no purpose left.
+
+        The attempt's entry goes into ``errors`` and its reason into ``last_error``, as for
+        a failure, so an operator sees why; Retry takes it back like any discarded job.
+        """
+        if not self._outcome("discard", job, lambda: _error_params(error), "the reason", worker):
+            return
+        logger.info(
+            "job %s (%s) discarded itself on attempt %s: %s",
+            job.id,
+            job.task_name,
+            job.attempt,
+            summary(error),
+        )
+        self._finished(job, states.DISCARDED, worker)
+
     def snooze(self, job: ClaimedJob, seconds: float, *, worker: str) -> None:
         """running -> pending after ``seconds`` (clamped to ``conf.MAX_DELAY``), giving the
         attempt back."""

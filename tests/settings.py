@@ -12,7 +12,7 @@ import django
 from testproject.settings import *  # noqa: F403
 from testproject.settings import DATABASES, INSTALLED_APPS, JOBQUEUE
 
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
+INSTALLED_APPS = [*INSTALLED_APPS, "jobqueue.contrib.webhooks", "tests.testapp"]
 
 default = DATABASES["default"]
 if default["ENGINE"] == "django.db.backends.sqlite3":

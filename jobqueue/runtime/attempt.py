@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from jobqueue import conf
 from jobqueue.arguments import json_problem
-from jobqueue.exceptions import JobRunAborted, PermanentError, Snooze
+from jobqueue.exceptions import Discard, JobRunAborted, PermanentError, Snooze
 from jobqueue.runtime.cleanup import State, restore_connections, snapshot
 from jobqueue.runtime.context import JobContext
 from jobqueue.store import (
@@ -96,6 +96,8 @@ def run(
             raise
         except PermanentError as exc:
             store.fail(job, error_entry(exc, job, worker), worker=worker)
+        except Discard as exc:
+            store.discard(job, error_entry(exc, job, worker), worker=worker)
         except HandlerLeftTransaction as exc:
             if exc.permanent:
                 store.fail(job, error_entry(exc, job, worker), worker=worker)

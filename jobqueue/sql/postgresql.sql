@@ -182,6 +182,17 @@ SET started_at = coalesce(started_at, now()),
 WHERE id = %(id)s AND token = %(token)s AND status = 'running'
   AND lease_until > now() + make_interval(secs => %(buffer)s);
 
+-- name: discard
+-- Fenced: the handler raised Discard, there is nothing left to do. As fail, but the job ends
+-- discarded; its entry in errors says why.
+UPDATE jobqueue_job
+SET started_at = coalesce(started_at, now()),
+    status = 'discarded', last_error = %(last_error)s,
+    errors = errors || jsonb_build_array(%(error)s::jsonb),
+    lease_until = NULL, finished_at = now(), updated_at = now()
+WHERE id = %(id)s AND token = %(token)s AND status = 'running'
+  AND lease_until > now() + make_interval(secs => %(buffer)s);
+
 -- name: snooze
 -- Fenced: back to pending later without counting the attempt.
 UPDATE jobqueue_job

@@ -159,6 +159,16 @@ SET started_at = coalesce(started_at, %(now)s),
     lease_until = NULL, finished_at = %(now)s, updated_at = %(now)s
 WHERE id = %(id)s AND token = %(token)s AND status = 'running' AND lease_until > %(fence)s;
 
+-- name: discard
+-- Fenced: the handler raised Discard, there is nothing left to do. As fail, but the job ends
+-- discarded; its entry in errors says why.
+UPDATE jobqueue_job
+SET started_at = coalesce(started_at, %(now)s),
+    status = 'discarded', last_error = %(last_error)s,
+    errors = json_insert(errors, '$[#]', json(%(error)s)),
+    lease_until = NULL, finished_at = %(now)s, updated_at = %(now)s
+WHERE id = %(id)s AND token = %(token)s AND status = 'running' AND lease_until > %(fence)s;
+
 -- name: snooze
 -- Fenced: back to pending later without counting the attempt.
 UPDATE jobqueue_job

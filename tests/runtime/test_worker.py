@@ -80,6 +80,33 @@ def test_permanent_error_fails_at_once():
     assert row.last_error == "jobqueue.exceptions.PermanentError: the card was declined"
 
 
+def test_discard_ends_the_job_discarded_at_once_with_its_reason():
+    finished = []
+
+    def receiver(**kwargs):
+        finished.append((kwargs["job_id"], kwargs["status"]))
+
+    signals.job_finished.connect(receiver)
+    try:
+        job = tasks.discards.enqueue()
+        run_burst()
+    finally:
+        signals.job_finished.disconnect(receiver)
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.attempts, len(row.errors)) == ("discarded", 1, 1)
+    assert row.last_error == "jobqueue.exceptions.Discard: the order was deleted"
+    assert row.finished_at is not None and row.lease_until is None
+    assert finished == [(job.pk, "discarded")]
+    assert Execution.objects.filter(label="discards").count() == 1
+
+
+def test_discard_needs_a_reason():
+    from jobqueue import Discard
+
+    with pytest.raises(TypeError, match="non-empty string"):
+        Discard("")
+
+
 def test_snooze_does_not_count_the_attempt():
     job = tasks.snoozes_once.enqueue()
     run_burst()

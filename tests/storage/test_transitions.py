@@ -134,6 +134,12 @@ CASES = [
         frozenset({(R, F)}),
     ),
     Case(
+        "discard (the handler raised Discard)",
+        both("discard"),
+        each(lambda store, job: store.discard(job, ERROR, worker=WORKER)),
+        frozenset({(R, D)}),
+    ),
+    Case(
         "snooze",
         both("snooze"),
         each(lambda store, job: store.snooze(job, 60, worker=WORKER)),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from django.db import connection, transaction
 
-from jobqueue import PermanentError, Snooze, task
+from jobqueue import Discard, PermanentError, Snooze, task
 from tests.testapp.models import Execution
 
 
@@ -62,6 +62,12 @@ def always_fails(ctx):
 def permanent(ctx):
     record("permanent", ctx)
     raise PermanentError("the card was declined")
+
+
+@task(max_attempts=5, takes_context=True)
+def discards(ctx):
+    record("discards", ctx)
+    raise Discard("the order was deleted")
 
 
 @task(takes_context=True)
