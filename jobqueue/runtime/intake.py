@@ -6,8 +6,9 @@ waited in line too long or was still in line at shutdown, and gives the jobs sti
 when the shutdown ran out of time to the crash policy. One lock, held while claimed jobs
 join the line and while the shutdown begins, makes sure that none joins it after that.
 
-``Runner`` is what a slot does with the attempt it took, on the slot's thread: it records a
-held job's start and hands a success to the writer, freeing the slot first.
+``Runner`` is the worker's side of each attempt. On the slot's thread that took it, it
+records a held job's start, runs it, and hands a success to the writer, freeing the slot
+first. On the loop's thread, it records the timeout of an attempt that outlived it.
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ class Intake:
 
 
 class Runner:
-    """What a slot does with an attempt: the executor's runner, on the slots' threads."""
+    """What becomes of each attempt: the executor's runner."""
 
     def __init__(self, *, store: Store, worker: str, executor: Executor, writer: Writer) -> None:
         self._store = store
@@ -174,3 +175,17 @@ class Runner:
         done = success(attempt.job, value)
         self._executor.end(attempt)
         self._writer.add(done)
+
+    def expire_timeouts(self) -> bool:
+        """Take the attempts past their timeout out of their slots (on the loop's thread)
+        and record their timeout; True if that freed a slot."""
+        expired = self._executor.expire()
+        for attempt in expired:
+            logger.error(
+                "job %s (%s): %s; its slot is freed and its late outcome will be discarded",
+                attempt.job.id,
+                attempt.job.task_name,
+                attempts.timeout_message(attempt),
+            )
+            attempts.record_timeout(self._store, attempt, self._worker)
+        return bool(expired)

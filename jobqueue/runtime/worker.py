@@ -23,7 +23,6 @@ from typing import Any, TypeVar
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from jobqueue import conf, signals, tasks
-from jobqueue.runtime import attempt as attempts
 from jobqueue.runtime import queues as queue_selection
 from jobqueue.runtime.demand import Demand
 from jobqueue.runtime.due import Due
@@ -83,8 +82,8 @@ class Worker(Service):
         self.shutdown_timeout = (
             self.settings.shutdown_timeout if shutdown_timeout is None else shutdown_timeout
         )
-        hostname, pid = socket.gethostname(), os.getpid()
-        self.id = worker_id or f"{hostname}:{pid}:{secrets.token_hex(3)}"
+        self.hostname, self.pid = socket.gethostname(), os.getpid()
+        self.id = worker_id or f"{self.hostname}:{self.pid}:{secrets.token_hex(3)}"
         self.store = Store(using, self.settings)
         super().__init__(store=self.store, settings=self.settings)
         self.exit_code = EXIT_OK
@@ -114,8 +113,8 @@ class Worker(Service):
         self.registration = Registration(
             store=store,
             worker=me,
-            hostname=hostname,
-            pid=pid,
+            hostname=self.hostname,
+            pid=self.pid,
             pool=self.pool.name,
             queues={"queues": self.queues, "excluded": self.excluded},
             concurrency=self.concurrency,
@@ -182,7 +181,8 @@ class Worker(Service):
         next_look = now  # look at once on start
         woken = False
         while not self.stopping:
-            self._expire_timeouts()
+            if self.runner.expire_timeouts():
+                self.control.wake()  # their slots are free again: look for work
             if self._should_stop():
                 break
             now = time.monotonic()
@@ -320,19 +320,6 @@ class Worker(Service):
             self.exit_code = EXIT_STUCK
             return True
         return False
-
-    def _expire_timeouts(self) -> None:
-        expired = self.executor.expire()
-        if expired:
-            self.control.wake()  # their slots are free again: look for work
-        for attempt in expired:
-            logger.error(
-                "job %s (%s): %s; its slot is freed and its late outcome will be discarded",
-                attempt.job.id,
-                attempt.job.task_name,
-                attempts.timeout_message(attempt),
-            )
-            attempts.record_timeout(self.store, attempt, self.id)
 
     def _on_jobs_committed(self, sender: Any, *, queue: str, database: str, **kwargs: Any) -> None:
         # A job this process enqueued (a handler fanning out, say) needs no notification.
