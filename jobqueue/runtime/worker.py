@@ -2,12 +2,13 @@
 within bounds.
 
 The loop runs on the thread that calls ``run()`` and owns no policy of its own: it starts
-the parts, asks them, and stops them. What to claim is ``demand``'s, the claims themselves
-go out through ``writer`` (on its thread, or inline on this one), what they bring joins
-``executor``'s line through ``intake``, the slots run it with ``runner``, ``due`` says when
-a job put back falls due, ``maintenance`` runs the chores between looks, and ``heartbeat``
-keeps the leases alive on its own thread. The loop wakes on ``control`` (a freed slot, a
-notification, a job enqueued here) or on the earliest of its timers.
+the parts, asks them, and stops them. ``lookout`` looks for work and says when to look
+again; what to claim is ``demand``'s; the claims go out through ``writer`` (on its thread,
+or inline on this one); what they bring joins ``executor``'s line through ``intake``; the
+slots run it with ``runner``; ``due`` says when a job put back falls due; ``maintenance``
+runs the chores between looks; ``heartbeat`` keeps the leases alive on its own thread. The
+loop wakes on ``control`` (a freed slot, a notification, a job enqueued here) or on the
+earliest of its timers.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import secrets
 import socket
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, connections
 
 from jobqueue import conf, signals, tasks
 from jobqueue.runtime import queues as queue_selection
@@ -30,15 +31,15 @@ from jobqueue.runtime.executor import Executor
 from jobqueue.runtime.intake import Intake, Runner
 from jobqueue.runtime.lease import Heartbeat, Registration
 from jobqueue.runtime.limits import Limits
+from jobqueue.runtime.lookout import Lookout
 from jobqueue.runtime.maintenance import Maintenance, Prune, Rescue, UnregisteredWarning
-from jobqueue.runtime.outage import HEALTH, Backoff
-from jobqueue.runtime.polling import SAFETY_POLL, PollBackoff
+from jobqueue.runtime.outage import HEALTH
+from jobqueue.runtime.polling import SAFETY_POLL
 from jobqueue.runtime.service import Service
 from jobqueue.runtime.writer import Writer
 from jobqueue.store import ClaimScope, Store
 
 logger = logging.getLogger("jobqueue.worker")
-T = TypeVar("T")
 
 EXIT_OK = 0
 EXIT_STUCK = 3  # handlers stuck past their timeout filled the slots: restart this process
@@ -110,6 +111,16 @@ class Worker(Service):
         )
         self.writer = Writer(store=store, demand=self.demand, intake=self.intake)
         self.runner = Runner(store=store, worker=me, executor=self.executor, writer=self.writer)
+        self.lookout = Lookout(
+            store=store,
+            writer=self.writer,
+            executor=self.executor,
+            demand=self.demand,
+            listener=self.listener,
+            health=health,
+            settings=self.settings,
+            burst=burst,
+        )
         self.registration = Registration(
             store=store,
             worker=me,
@@ -141,7 +152,6 @@ class Worker(Service):
         # settings and a first statement): runjobs tells its supervisor, which restarts at
         # once a worker that got this far, and with backoff one that did not.
         self.on_ready: Callable[[], None] | None = None
-        self._claim_backoff = Backoff()
 
     def watch_parent(self, pid: int) -> None:
         """Stop when the process ``pid`` (the supervisor) is no longer this one's parent."""
@@ -159,8 +169,10 @@ class Worker(Service):
         signals.jobs_committed.connect(self._on_jobs_committed, weak=False)
         self.heartbeat.start()
         self.executor.start(self.runner)
+        scope = ClaimScope(self.id, tuple(self._task_names), self.queues, self.excluded)
         self.demand.start()
-        self.writer.start(ClaimScope(self.id, tuple(self._task_names), self.queues, self.excluded))
+        self.writer.start(scope)
+        self.lookout.start(scope)
         if self.listener is not None:
             self.listener.start()
         try:
@@ -173,7 +185,6 @@ class Worker(Service):
     # -- the loop ---------------------------------------------------------------------
 
     def _loop(self) -> None:
-        poll = PollBackoff(self.settings.poll_interval)
         now = time.monotonic()
         # Every chore runs on the first turn: recovery before the first claim, a prune
         # slice, and the names of the tasks no live worker has registered.
@@ -194,13 +205,13 @@ class Worker(Service):
                 break
             if self.demand.check_limits(now):
                 # Claim no more, let what runs finish (however long), then leave.
-                if self._idle():
+                if self.lookout.idle():
                     logger.info(
                         "worker %s: %s; exiting to be restarted", self.id, self.demand.retiring
                     )
                     break
                 next_look = now + SAFETY_POLL
-            elif self.limits.idle_for_too_long(now, busy=not self._idle()):
+            elif self.limits.idle_for_too_long(now, busy=not self.lookout.idle()):
                 logger.info(
                     "worker %s: nothing due for %g s (idle_timeout); exiting",
                     self.id,
@@ -210,81 +221,13 @@ class Worker(Service):
             elif woken or now >= next_look or self.due.pop_due(now):
                 # A look costs a query, so only an event or a timer that asked for one makes
                 # it; waking for maintenance or a timeout does not.
-                wait = self._look(poll)
+                wait = self.lookout.look()
                 if wait is None:
                     break
                 next_look = now + wait
             woken = self.control.sleep(
                 min(next_look, self.maintenance.next_at(), self._next_timer())
             )
-
-    def _look(self, poll: PollBackoff) -> float | None:
-        """Claim for the free slots (the writer does); return how long until the next look."""
-        if not sum(self.demand.sizes()):
-            # Every slot is busy: a freed slot wakes us, and we claim again at once.
-            return SAFETY_POLL
-        try:
-            asked, claimed = self._retrying_once(self.writer.claim)
-        except DatabaseError as exc:
-            connections[self.store.queries.using].close()
-            if self.health.failed(exc, "claiming"):
-                # The database is away (restart, failover): keep the process and its
-                # in-flight jobs, and look again soon, so that work resumes within
-                # OUTAGE_CAP of its return (a notification or LISTEN's return is sooner).
-                return self._claim_backoff.next()
-            wait = poll.empty_look()
-            logger.exception("worker %s: claim failed; retrying in %g s", self.id, wait)
-            return wait
-        self.health.ok()
-        self._claim_backoff.reset()
-        if not self.writer.alive:
-            return 0.0  # the loop's next turn sees why, and stops
-        if not asked:
-            return SAFETY_POLL  # the slots filled before the statement went out
-        logger.debug("looked for up to %s job(s), claimed %s", asked, claimed)
-        if claimed:
-            self.limits.last_busy = time.monotonic()
-            poll.found_work()
-            # We may have taken everything due; a freed slot or a notification wakes us.
-            return SAFETY_POLL if self.listening else self.settings.poll_interval
-        if self.burst and self._idle():
-            logger.info("worker %s: nothing is due, leaving (--burst)", self.id)
-            return None
-        # An empty look. With LISTEN a notification wakes us; without, poll, twice as long
-        # after each empty look. Either way, sleep no longer than until a job is due.
-        wait = SAFETY_POLL if self.listening else poll.empty_look()
-        due = self._next_due()
-        return wait if due is None else max(0.0, min(wait, due))
-
-    def _idle(self) -> bool:
-        """Nothing running, nothing in line, no success waiting to be written."""
-        return self.executor.idle() and not self.writer.pending
-
-    def _retrying_once(self, query: Callable[[], T]) -> T:
-        # After a database restart this thread's connection is dead but the database is
-        # back: one fresh connection, at once, rather than a wait of a whole poll. During
-        # an outage already seen, the backoff decides instead.
-        try:
-            return query()
-        except DatabaseError:
-            connections[self.store.queries.using].close()
-            if self.health.down:
-                raise
-            return query()
-
-    def _next_due(self) -> float | None:
-        try:
-            return self._retrying_once(
-                lambda: self.store.next_due(
-                    task_names=self._task_names, queues=self.queues, excluded=self.excluded
-                )
-            )
-        except DatabaseError as exc:
-            connections[self.store.queries.using].close()
-            # Without it the loop waits its poll, no longer than without a due job.
-            if not self.health.failed(exc, "looking for the next due job"):
-                logger.exception("worker %s: could not find the next due job", self.id)
-            return None
 
     def _next_timer(self) -> float:
         """The earliest of: a limit, a held job's hand-back, an attempt's timeout, a job this
