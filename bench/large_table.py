@@ -68,7 +68,8 @@ def _measure(jobs: int, concurrency: int) -> dict[str, float]:
 
     from bench.benchapp.tasks import noop
     from jobqueue import overview
-    from jobqueue.runtime.worker import PREFETCH_PER_SLOT, Worker
+    from jobqueue.runtime.demand import PREFETCH_PER_SLOT
+    from jobqueue.runtime.worker import Worker
     from jobqueue.sql import Queries
 
     noop.enqueue_many([(i,) for i in range(jobs)])

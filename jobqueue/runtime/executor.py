@@ -14,6 +14,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 
 from django.db import connections
 
@@ -26,24 +27,32 @@ logger = logging.getLogger("jobqueue.worker")
 TYPICAL_RUN_WEIGHT = 0.2
 
 
+class AttemptRunner(Protocol):
+    """What the slots ask to run their attempts (the worker's ``intake.Runner``)."""
+
+    def starting(self, attempt: Attempt) -> None:
+        """Called by the slot that took ``attempt`` out of the line, just before it runs it."""
+        ...
+
+    def run(self, attempt: Attempt) -> bool:
+        """Run ``attempt``; True when something else sees to the slot's next job (a success
+        handed to the writer, whose statement claims it)."""
+        ...
+
+
 class Executor:
     def __init__(
         self,
         *,
         concurrency: int,
-        run: Callable[[Attempt], bool],
         on_slot_free: Callable[[], None],
-        on_start: Callable[[Attempt], None] = lambda attempt: None,
         name: str = "jobqueue-slot",
     ) -> None:
-        """``run(attempt)`` returns True when something else sees to the slot's next job
-        (a success handed to the writer); otherwise a slot left with nothing to run calls
-        ``on_slot_free()``. ``on_start(attempt)`` is called by the slot that took an attempt
-        out of the line, just before it runs it (the worker records a held job's start)."""
+        """A slot left with nothing to run, whose runner did not see to its next job, calls
+        ``on_slot_free()``: the one thing the slots tell the worker unasked."""
         self.concurrency = concurrency
-        self._run = run
+        self._runner: AttemptRunner | None = None
         self._on_slot_free = on_slot_free
-        self._on_start = on_start
         self._name = name
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
@@ -56,7 +65,9 @@ class Executor:
         # Seconds a job typically takes here, from start to outcome; None before the first.
         self.typical_run: float | None = None
 
-    def start(self) -> None:
+    def start(self, runner: AttemptRunner) -> None:
+        """Start the slots, which run each attempt with ``runner``."""
+        self._runner = runner
         for _ in range(self.concurrency):
             self._spawn()
 
@@ -173,12 +184,13 @@ class Executor:
 
     def _run_one(self, attempt: Attempt) -> bool:
         """Run ``attempt``; return whether this thread stays for more."""
+        assert self._runner is not None, "start() sets the runner"
         seen_to = False
         try:
-            # Outside the lock: the worker hands the start to the writer, whose lock is
+            # Outside the lock: the runner hands the start to the writer, whose lock is
             # never taken while this one is held.
-            self._on_start(attempt)
-            seen_to = self._run(attempt)
+            self._runner.starting(attempt)
+            seen_to = self._runner.run(attempt)
         except Exception:
             logger.exception("job %s: unexpected error in the worker", attempt.job.id)
         finally:

@@ -1,18 +1,91 @@
-"""The heartbeat: a thread with its own connection that keeps this worker's claims alive."""
+"""A worker's liveness, as the database sees it: its row and the leases of its jobs.
+
+``Registration`` is the worker's row in ``jobqueue_worker``: written at start-up, on the
+loop's thread, refreshed by each beat, and removed at shutdown. ``Heartbeat`` is a thread
+with its own connection that keeps this worker's claims alive.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from jobqueue.runtime.attempt import Attempt
-from jobqueue.runtime.outage import HEALTH, Backoff
+from jobqueue.runtime.outage import HEALTH, Backoff, Health
+from jobqueue.runtime.service import Control
 from jobqueue.store import Store
 
 logger = logging.getLogger("jobqueue.worker")
+
+
+class Registration:
+    """This worker's row: who it is, what it serves and which tasks it has registered."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        worker: str,
+        hostname: str,
+        pid: int,
+        pool: str,
+        queues: dict[str, Any],
+        concurrency: int,
+        health: Health,
+    ) -> None:
+        self._store = store
+        self._worker = worker
+        self._hostname, self._pid, self._pool = hostname, pid, pool
+        self._queues, self._concurrency = queues, concurrency
+        self._health = health
+        self._tasks: Sequence[str] = ()
+
+    def register_first(self, tasks: Sequence[str], control: Control) -> bool:
+        """Register this worker's row, with the names of its ``tasks``, waiting out a
+        database outage; False if ``control`` was stopped first.
+
+        A worker started while the database is away (a restart, a failover, a supervisor
+        replacing a child mid-outage) waits for it, logging the outage once, instead of
+        exiting: its supervisor would take an exit for a broken start-up and back off, up
+        to a minute, after the database is back. Any other error still ends the process.
+        """
+        self._tasks = tasks
+        backoff = Backoff()
+        while True:
+            try:
+                self.register()
+            except DatabaseError as exc:
+                connections[self._store.queries.using].close()
+                if not self._health.failed(exc, "registering at start-up"):
+                    raise
+                if control.wait_for_stop(backoff.next()):
+                    return False
+            else:
+                self._health.ok()
+                return True
+
+    def register(self) -> None:
+        """Insert the row, or refresh its heartbeat if it is there (each beat does)."""
+        self._store.register_worker(
+            worker=self._worker,
+            hostname=self._hostname,
+            pid=self._pid,
+            pool=self._pool,
+            queues=self._queues,
+            concurrency=self._concurrency,
+            tasks=self._tasks,
+        )
+
+    def deregister(self) -> None:
+        """Remove the row (the worker is leaving); an error is logged, not raised."""
+        try:
+            self._store.deregister_worker(self._worker)
+        except Exception:
+            logger.exception("worker %s: could not remove its worker row", self._worker)
 
 
 class Heartbeat:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from typing import Protocol
 
 from django.db import connections
 
@@ -44,21 +44,37 @@ logger = logging.getLogger("jobqueue.worker")
 RETRY_PAUSE = 1.0
 
 
+class ClaimDemand(Protocol):
+    """What the writer asks before each statement (the worker's ``demand.Demand``)."""
+
+    def sizes(self) -> tuple[int, int]:
+        """How many jobs to claim for the free slots, and how many ahead of them."""
+        ...
+
+
+class ClaimIntake(Protocol):
+    """Who takes what a statement claimed (the worker's ``intake.Intake``)."""
+
+    def take(self, jobs: list[ClaimedJob], asked: int, recorded: int) -> None:
+        """Take ``jobs``, claimed by a statement that asked ``asked`` for the free slots and
+        recorded ``recorded`` successes; called on the thread that ran it."""
+        ...
+
+
 class Writer:
     def __init__(
         self,
         *,
         store: Store,
-        sizes: Callable[[], tuple[int, int]],
-        on_claimed: Callable[[list[ClaimedJob], int, int], None],
+        demand: ClaimDemand,
+        intake: ClaimIntake,
         name: str = "jobqueue-writer",
     ) -> None:
-        """``sizes()`` says, when a statement is about to go out, how many jobs to claim for
-        free slots and how many ahead; ``on_claimed(jobs, asked, recorded)`` takes what came
-        back, with how many it asked for the free slots and how many successes went out."""
+        """``demand`` says, when a statement is about to go out, how many jobs to claim;
+        ``intake`` takes what came back."""
         self._store = store
-        self._sizes = sizes
-        self._on_claimed = on_claimed
+        self._demand = demand
+        self._intake = intake
         self._scope: ClaimScope | None = None
         self._cond = threading.Condition()
         self._pending: list[Success] = []
@@ -124,9 +140,9 @@ class Writer:
 
     def _claim_here(self) -> tuple[int, int]:
         try:
-            limit, ahead = self._sizes()
+            limit, ahead = self._demand.sizes()
             claimed = self._record([], limit, ahead)
-            self._on_claimed(claimed, limit, 0)
+            self._intake.take(claimed, limit, 0)
         finally:
             with self._cond:
                 self._writing = False
@@ -188,7 +204,7 @@ class Writer:
             self._asked = self._wanted if self._wanted > self._asked else self._asked
             ticket = self._asked
             self._writing = True
-        limit, ahead = self._sizes()
+        limit, ahead = self._demand.sizes()
         try:
             claimed = self._record(done, limit, ahead, started)
         except Exception as exc:
@@ -209,7 +225,7 @@ class Writer:
                 except Exception as again:
                     exc = again  # the database went away meanwhile: what is left waits
                 else:
-                    self._on_claimed(claimed, limit, handled)
+                    self._intake.take(claimed, limit, handled)
                     with self._cond:
                         self._writing = False
                         self._answer_claims(ticket, limit + ahead, len(claimed))
@@ -238,7 +254,7 @@ class Writer:
                 # the pause short, for one more try.
                 self._stopped.wait(RETRY_PAUSE)
             return True
-        self._on_claimed(claimed, limit, len(done))
+        self._intake.take(claimed, limit, len(done))
         with self._cond:
             self._writing = False
             self._answer_claims(ticket, limit + ahead, len(claimed))

@@ -32,11 +32,10 @@ from django.conf import settings as django_settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from jobqueue import conf, tasks
-from jobqueue.channel import NOTIFY_CHANNEL
 from jobqueue.runtime import queues as queue_selection
-from jobqueue.runtime.listener import Listener, connection_target
 from jobqueue.runtime.outage import Health
 from jobqueue.runtime.polling import SAFETY_POLL
+from jobqueue.runtime.service import Service
 from jobqueue.runtime.shutdown import EXIT_FORCED, FORCED_RELEASE_TIMEOUT, on_stop_signals
 from jobqueue.store import Store
 
@@ -139,7 +138,9 @@ class PoolState:
         self.ready_deaths.clear()
 
 
-class Supervisor:
+class Supervisor(Service):
+    """Runs, on the thread that calls ``run()``, the loop that keeps the pools' children."""
+
     def __init__(
         self,
         *,
@@ -158,29 +159,23 @@ class Supervisor:
             self.settings.shutdown_timeout if shutdown_timeout is None else shutdown_timeout
         )
         self.store = Store(using, self.settings)
+        # LISTEN only for the on-demand pools: a notification may start one's worker.
+        super().__init__(
+            store=self.store,
+            settings=self.settings,
+            listen=any(not p.resident for p in self.settings.pools.values()),
+        )
         self.hostname = socket.gethostname()
         self.pools = {
             name: PoolState(spec, *queue_selection.select(self.settings, spec))
             for name, spec in self.settings.pools.items()
         }
         self.children: list[Child] = []
-        self._stop = threading.Event()
-        self._wake = threading.Event()
         self._task_names: list[str] = []
         self._started_once: set[str] = set()
         # Its own statements (count_due, the recovery of a dead child's jobs) meet outages
         # too: one line when the database goes, one when it is back.
         self.health = Health("supervisor", logger)
-        self.listener: Listener | None = None
-        if self.store.queries.is_postgresql and any(
-            not p.resident for p in self.settings.pools.values()
-        ):
-            self.listener = Listener(
-                target=connection_target(using, self.settings.listen_url),
-                channel=NOTIFY_CHANNEL,
-                on_notify=lambda queue: self._wake.set(),
-                on_connect=self._wake.set,
-            )
 
     # -- control ----------------------------------------------------------------------
 
@@ -206,10 +201,6 @@ class Supervisor:
 
         on_stop_signals(first, second)
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-
     def run(self) -> int:
         self._task_names = tasks.discover()
         for state in self.pools.values():
@@ -225,19 +216,19 @@ class Supervisor:
         if self.listener is not None:
             self.listener.start()
         next_demand_check = 0.0
+        woken = False
         try:
-            while not self._stop.is_set():
+            while not self.stopping:
                 self._reap()
                 now = time.monotonic()
                 self._keep_resident(now)
-                if self._wake.is_set() or now >= next_demand_check:
-                    self._wake.clear()
+                if woken or now >= next_demand_check:
                     self._start_on_demand()
                     next_demand_check = now + self._demand_interval()
                 if self.burst and not self.children:
                     logger.info("supervisor: every worker has finished (--burst)")
                     break
-                self._wake.wait(REAP_INTERVAL)
+                woken = self.control.sleep(time.monotonic() + REAP_INTERVAL)
         finally:
             self._shutdown()
         return 0
@@ -449,9 +440,8 @@ class Supervisor:
     def _demand_interval(self) -> float:
         if not any(not s.spec.resident for s in self.pools.values()):
             return SAFETY_POLL
-        listening = self.listener is not None and self.listener.connected.is_set()
         # With LISTEN a notification wakes the check; without, look every few seconds.
-        return SAFETY_POLL if listening else 2.0
+        return SAFETY_POLL if self.listening else 2.0
 
     # -- shutdown ---------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from django.db import connection
 
 from bench.counting import StatementCounter
 from jobqueue.models import Job
-from jobqueue.runtime import worker as worker_module
+from jobqueue.runtime import maintenance
 from jobqueue.runtime.worker import EXIT_OK, Worker
 from jobqueue.sql import load
 from tests.conftest import wait_for
@@ -47,7 +47,7 @@ def test_the_worker_names_them_once_at_start_not_once_per_claim(caplog):
 
 
 def test_the_worker_names_them_again_on_its_timer(monkeypatch, caplog):
-    monkeypatch.setattr(worker_module, "UNREGISTERED_INTERVAL", 0.2)
+    monkeypatch.setattr(maintenance, "UNREGISTERED_INTERVAL", 0.2)
     JobFactory(task_name="shop.other.send")
     worker = Worker(concurrency=1)
     thread = threading.Thread(target=worker.run)

@@ -11,6 +11,7 @@ from jobqueue.models import Job
 from jobqueue.runtime.writer import Writer
 from jobqueue.store import ClaimScope, Store, Success, success
 from tests.factories import JobFactory
+from tests.runtime.test_writer import Claims
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,12 +38,9 @@ def test_a_refused_success_is_failed_and_the_rest_of_its_batch_recorded(vendor, 
     good_1, bad, good_2 = claim(3)
     due = JobFactory.create_batch(2)  # for the statement's claim
     sizes = iter([(2, 0)])
-    claimed = []
-    writer = Writer(
-        store=Store(),
-        sizes=lambda: next(sizes, (0, 0)),
-        on_claimed=lambda jobs, asked, recorded: claimed.extend(jobs),
-    )
+    claims = Claims(lambda: next(sizes, (0, 0)))
+    claimed = claims.claimed
+    writer = Writer(store=Store(), demand=claims, intake=claims)
     # Handed over before the thread starts: all three go out in its first statement.
     writer.add(success(good_1, 1))
     writer.add(Success(bad, bad_result))

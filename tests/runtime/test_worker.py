@@ -209,13 +209,13 @@ def test_a_success_goes_out_with_the_claim_of_the_slots_next_job():
 def test_a_success_claims_nothing_once_the_worker_is_stopping():
     jobs = [tasks.add.enqueue(i, i) for i in range(3)]
     worker = Worker(concurrency=1)
-    original = worker._record_success
+    original = worker.runner.record_success
 
     def stop_after_the_first_job(attempt, value):
         worker.stop()
         original(attempt, value)
 
-    worker._record_success = stop_after_the_first_job
+    worker.runner.record_success = stop_after_the_first_job
     assert worker.run() == EXIT_OK
     statuses = sorted(Job.objects.get(pk=j.pk).status for j in jobs)
     assert statuses == ["pending", "pending", "succeeded"]
@@ -280,7 +280,7 @@ def test_jobs_that_park_on_a_crash_are_never_held(tmp_path):
 
 
 def test_a_job_held_too_long_is_handed_back_unspent(tmp_path, monkeypatch):
-    monkeypatch.setattr("jobqueue.runtime.worker.HOLD_LIMIT", 0.2)
+    monkeypatch.setattr("jobqueue.runtime.demand.HOLD_LIMIT", 0.2)
     gate = tmp_path / "gate"
     tasks.add.enqueue(1, 1)
     tasks.block_until.enqueue(str(gate))
@@ -362,14 +362,14 @@ def test_stop_hands_back_held_jobs_unspent_and_runs_none_of_them(tmp_path):
 def test_the_worker_stops_if_its_writer_thread_dies(caplog):
     job = tasks.add.enqueue(1, 1)
     worker = Worker(concurrency=1)
-    sizes = worker.writer._sizes
+    sizes = worker.demand.sizes
 
     def broken_on_the_writer_thread():
         if threading.current_thread().name == "jobqueue-writer":
             raise RuntimeError("broken")
         return sizes()
 
-    worker.writer._sizes = broken_on_the_writer_thread
+    worker.demand.sizes = broken_on_the_writer_thread
     with caplog.at_level(logging.CRITICAL, logger="jobqueue"):
         assert worker.run() == 1
     assert "the writer thread died" in caplog.text
@@ -396,13 +396,11 @@ def test_max_jobs_counts_the_jobs_claimed_ahead():
     ],
 )
 def test_jobs_claimed_ahead_are_as_many_as_the_slots_start_within_the_window(typical_run, ahead):
-    from jobqueue.store import ClaimScope
-
     worker = Worker(concurrency=4, prefetch=64)
-    worker._scope = ClaimScope(worker.id, ("tests.testapp.tasks.add",), None)
+    worker.demand.start()
     worker.executor.typical_run = typical_run
     worker.executor.completed = 1
-    assert worker._claim_sizes() == (4, ahead)
+    assert worker.demand.sizes() == (4, ahead)
 
 
 def test_max_jobs_stops_the_worker():

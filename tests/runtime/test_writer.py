@@ -33,13 +33,23 @@ class OutageStore(Store):
         return super().record(done, **kwargs)
 
 
+class Claims:
+    """The writer's demand and intake in one: ``sizes`` says what to claim, and the jobs
+    claimed are kept in ``claimed``."""
+
+    def __init__(self, sizes):
+        self.sizes = sizes
+        self.claimed = []
+
+    def take(self, jobs, asked, recorded):
+        self.claimed.extend(jobs)
+
+
 def start_writer(store, sizes=lambda: (0, 0)):
-    claimed = []
-    writer = Writer(
-        store=store, sizes=sizes, on_claimed=lambda jobs, asked, recorded: claimed.extend(jobs)
-    )
+    claims = Claims(sizes)
+    writer = Writer(store=store, demand=claims, intake=claims)
     writer.start(SCOPE)
-    return writer, claimed
+    return writer, claims.claimed
 
 
 def test_successes_from_a_failed_write_go_out_with_the_next(monkeypatch):

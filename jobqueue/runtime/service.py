@@ -1,0 +1,91 @@
+"""What a worker and the supervisor share: a loop that sleeps until an event, and stops.
+
+``Control`` holds the loop's two events. *Stop* is set once, by ``stop()`` (a signal
+handler, a limit, a test) and never cleared. *Wake* is set by whatever may have work for
+the loop (a freed slot, a notification, a job enqueued in this process) and cleared each
+time the loop sleeps. Any thread may set them; only the loop's own thread sleeps on them.
+
+``Service`` is the base of ``Worker`` and ``Supervisor``: its ``control``, ``stop()``,
+``stopping`` and, on PostgreSQL, a ``Listener`` whose notifications wake the loop.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from jobqueue import conf
+from jobqueue.channel import NOTIFY_CHANNEL
+from jobqueue.runtime.listener import Listener, connection_target
+from jobqueue.store import Store
+
+
+class Control:
+    """A loop's stop and wake events."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+
+    def stop(self) -> None:
+        """Ask the loop to stop, and wake it for that; safe from a signal handler."""
+        self._stop.set()
+        self._wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def wake(self) -> None:
+        """Make the loop's current or next sleep return at once."""
+        self._wake.set()
+
+    def sleep(self, until: float) -> bool:
+        """Wait until the monotonic time ``until`` or a wake; True if a wake ended it.
+
+        A wake that came while the loop was busy ends this sleep at once: it is cleared
+        only here, after the wait, so the loop never misses one.
+        """
+        timeout = until - time.monotonic()
+        woken = self._wake.wait(timeout) if timeout > 0 else self._wake.is_set()
+        self._wake.clear()
+        return woken
+
+    def wait_for_stop(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for a stop (a wake does not end it); True if stopped."""
+        return self._stop.wait(seconds)
+
+
+class Service:
+    """A loop with a ``Control``, and a ``Listener`` on PostgreSQL when ``listen``."""
+
+    def __init__(self, *, store: Store, settings: conf.Settings, listen: bool = True) -> None:
+        self.control = Control()
+        self.listener: Listener | None = None
+        if listen and store.queries.is_postgresql:
+            self.listener = Listener(
+                target=connection_target(store.queries.using, settings.listen_url),
+                channel=NOTIFY_CHANNEL,
+                on_notify=self.notified,
+                on_connect=self.control.wake,
+            )
+
+    def stop(self) -> None:
+        """Ask the loop to stop; safe from a signal handler."""
+        self.control.stop()
+
+    @property
+    def stopping(self) -> bool:
+        return self.control.stopping
+
+    @property
+    def listening(self) -> bool:
+        """True while LISTEN is connected: a notification, not a poll, brings news of work."""
+        return self.listener is not None and self.listener.connected.is_set()
+
+    def notified(self, queue: str) -> None:
+        """A notification came for ``queue`` (on the listener's thread): wake the loop.
+
+        A worker wakes only for the queues it serves.
+        """
+        self.control.wake()
