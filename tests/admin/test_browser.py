@@ -169,11 +169,9 @@ def test_an_operator_retries_an_abandoned_job_in_a_real_browser(
             names = page.locator("#result_list tbody tr th").all_inner_texts()
             assert names == ["nightly-feed", "ping"]
             assert "not yet seen by a worker" in page.locator("#result_list").inner_text()
-            assert page.locator(".breadcrumbs").inner_text().split() == [
-                "Home",
-                "Jobs",
-                "Schedules",
-            ]
+            # Django 6 draws the separators in CSS, Django 5.2 writes them as text.
+            crumbs = page.locator(".breadcrumbs").inner_text().replace("\u203a", " ")
+            assert crumbs.split() == ["Home", "Jobs", "Schedules"]
             page.screenshot(path=str(shots / "admin-schedules.png"))
         finally:
             browser.close()
