@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 from django.utils import timezone
@@ -213,7 +213,9 @@ def insert_calls(
         else:
             jobs.append(None)
     if position:
-        _wake_local_workers_at_commit(queries, options.queue)
+        # Other processes hear of the jobs through NOTIFY, sent by the insert itself; a
+        # worker in this process hears through this signal, once the jobs are visible.
+        signals.send_jobs_committed_at_commit([options.queue], queries.using)
     return jobs
 
 
@@ -328,13 +330,3 @@ class _CollectorPause:
 
 
 collector_paused = _CollectorPause()
-
-
-def _wake_local_workers_at_commit(queries: Queries, queue: str) -> None:
-    # Other processes hear of the jobs through NOTIFY, sent by the insert itself; a worker in
-    # this process hears through this signal, once the jobs are visible. A rollback discards
-    # the callback along with the rows.
-    def wake() -> None:
-        signals.jobs_committed.send(sender=None, queue=queue, database=queries.using)
-
-    transaction.on_commit(wake, using=queries.using)
