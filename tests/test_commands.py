@@ -189,3 +189,30 @@ def test_the_readme_demo_runs_on_a_fresh_sqlite_file(tmp_path):
     assert "shop.tasks.call_payment_webhook: succeeded, 3 attempt(s)" in out
     assert "shop.tasks.import_broken_feed: failed, 3 attempt(s)" in out
     assert "shop.tasks.rebuild_feed: succeeded, 1 attempt(s)" in out
+
+
+@pytest.mark.parametrize("command", ["runjobs", "jobs"])
+def test_version_is_jobqueues(command, capsys):
+    import django
+    from django.core.management import load_command_class
+
+    import jobqueue
+
+    parser = load_command_class("jobqueue", command).create_parser("manage.py", command)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--version"])
+    printed = capsys.readouterr().out.strip()
+    assert printed == jobqueue.__version__
+    assert printed != django.get_version()
+
+
+def test_jobs_help_gives_each_action_in_full(capsys):
+    from django.core.management import load_command_class
+
+    parser = load_command_class("jobqueue", "jobs").create_parser("manage.py", "jobs")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "running, ..." not in text  # the old, cut description
+    assert "with how long the oldest due job has waited" in text
+    assert "and the ticks it skipped" in text

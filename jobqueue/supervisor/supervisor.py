@@ -208,7 +208,9 @@ class Supervisor(Service):
             logger.info(
                 "supervisor: pool %s, %s, %s process(es) x %s thread(s)%s",
                 spec.name,
-                "every other queue" if state.queues is None else ", ".join(state.queues),
+                "every queue no other pool serves"
+                if state.queues is None
+                else ", ".join(state.queues),
                 spec.processes,
                 spec.concurrency,
                 "" if spec.resident else f", on demand (idle_timeout {spec.idle_timeout:g} s)",

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+import jobqueue
 from jobqueue import overview
 from jobqueue.management import operator_commands
 from jobqueue.store import Store
@@ -17,19 +18,28 @@ from jobqueue.store import Store
 class Command(BaseCommand):
     help = "Inspect and maintain the job table."
 
+    def get_version(self) -> str:
+        return jobqueue.__version__
+
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-        queues = sub.add_parser("queues", help="per queue: its pool, due, scheduled, running, ...")
-        workers = sub.add_parser("workers", help="live workers by pool, with the jobs they hold")
-        schedules = sub.add_parser(
-            "schedules",
-            help='each JOBQUEUE["SCHEDULES"] entry: its next tick, last tick and that run, skips',
+        texts = {
+            "queues": "per queue: the pool that serves it, and its jobs due now, scheduled, "
+            "running, failed and abandoned, with how long the oldest due job has waited",
+            "workers": "the live workers by pool, with the jobs each holds",
+            "schedules": 'each JOBQUEUE["SCHEDULES"] entry: its next tick, its last tick with '
+            "that run's job and status, and the ticks it skipped",
+        }
+        queues, workers, schedules = (
+            sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+            for name, text in texts.items()
         )
         for parser_ in (queues, workers, schedules):
             parser_.add_argument(
                 "--json", action="store_true", dest="as_json", help="print JSON instead of a table"
             )
-        sub.add_parser("prune", help='delete finished jobs older than JOBQUEUE["RETENTION"] now')
+        prune = 'delete the finished jobs older than JOBQUEUE["RETENTION"] says, now'
+        sub.add_parser("prune", help=prune, description=prune[0].upper() + prune[1:] + ".")
         operator_commands.add_parsers(sub)
 
     def handle(self, *args: Any, action: str, **options: Any) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+import jobqueue
 from jobqueue import conf, signals
 from jobqueue.runtime import shutdown
 from jobqueue.runtime.worker import Worker
@@ -77,6 +78,9 @@ class Command(BaseCommand):
         'JOBQUEUE["POOLS"] running; with --pool, one worker process for that pool. '
         "SIGTERM or Ctrl-C stops within SHUTDOWN_TIMEOUT."
     )
+
+    def get_version(self) -> str:
+        return jobqueue.__version__
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
