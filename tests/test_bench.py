@@ -9,7 +9,7 @@ import pytest
 
 from bench import database, floor, procfs, report
 from bench.workloads import Row
-from tests.conftest import REPO
+from tests.conftest import REPO, wait_for
 
 # Nothing listens there: a command that tried to connect would fail with another error.
 NO_SERVER = "postgres://postgres@127.0.0.1:1"
@@ -95,12 +95,13 @@ def test_the_soak_refuses_a_database_without_soak_before_connecting():
 
 
 def test_proc_gives_a_process_its_command_and_parent_and_nothing_once_it_is_reaped():
-    # A binary of its own, not another Python: an interpreter's command name can be that of
-    # the script that started it (tox runs pytest through a "pytest" launcher).
     child = subprocess.Popen(["sleep", "60"])
     try:
         assert child.pid in procfs.pids()
-        assert procfs.command(child.pid) == "sleep"
+        # Popen returns once the exec has closed the child's copy of its error pipe, which the
+        # kernel does just before it renames the process: for an instant the child may still
+        # carry this process's name ("pytest" under tox).
+        wait_for(lambda: procfs.command(child.pid) == "sleep", timeout=5, message="the exec")
         assert procfs.stat(child.pid)[1] == str(os.getpid())
     finally:
         child.kill()
