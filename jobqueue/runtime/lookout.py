@@ -20,9 +20,9 @@ from django.db import DatabaseError, connections
 from jobqueue import conf
 from jobqueue.runtime.demand import Demand
 from jobqueue.runtime.executor import Executor
-from jobqueue.runtime.listener import Listener
 from jobqueue.runtime.outage import Backoff, Health
 from jobqueue.runtime.polling import SAFETY_POLL, PollBackoff
+from jobqueue.runtime.service import Hint
 from jobqueue.runtime.writer import Writer
 from jobqueue.store import ClaimScope, Store
 
@@ -40,7 +40,7 @@ class Lookout:
         writer: Writer,
         executor: Executor,
         demand: Demand,
-        listener: Listener | None,
+        listener: Hint | None,
         health: Health,
         settings: conf.Settings,
         burst: bool,
