@@ -45,6 +45,7 @@ class Watcher:
         on_change: Callable[[], None],
         interval: float = WATCH_INTERVAL,
     ) -> None:
+        self._path = path
         self._uri = Path(path).resolve().as_uri() + "?mode=ro"
         self._statement = load("sqlite")["data_version"]
         self._on_change = on_change
@@ -97,6 +98,9 @@ class Watcher:
         try:
             version = self._version(connection)
             self.connected.set()
+            logger.debug(
+                "watching %s for other connections' commits every %g s", self._path, self._interval
+            )
             # A commit between the loop's last look and the first version read here would
             # otherwise go unseen until the safety poll: look once now.
             self._on_change()
