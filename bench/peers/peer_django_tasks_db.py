@@ -31,7 +31,7 @@ def setup(args: argparse.Namespace) -> None:
         with connection.cursor() as cursor:
             cursor.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
     else:  # a SQLite file of its own: its tables go with its migrations
-        call_command("migrate", "django_tasks_db", "zero", verbosity=0)
+        call_command("migrate", DBTaskResult._meta.app_label, "zero", verbosity=0)
     call_command("migrate", verbosity=0)
 
 
