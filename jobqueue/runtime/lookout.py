@@ -4,9 +4,10 @@ long until the next look.
 A look is one claim through the writer (inline when the writer is idle), retried at once
 on a fresh connection after a database restart. What comes next depends on what it found:
 work, and the next look waits for a freed slot or a notification; nothing, and it waits
-for a notification (with LISTEN) or a poll that doubles after each empty look (without),
-never longer than until the earliest due job; an outage, and it waits a backoff, so that
-work resumes within OUTAGE_CAP of the database's return.
+for a notification (with LISTEN, or the watcher's news of a commit on SQLite) or a poll
+that doubles after each empty look (without), never longer than until the earliest due
+job; an outage, and it waits a backoff, so that work resumes within OUTAGE_CAP of the
+database's return.
 """
 
 from __future__ import annotations
@@ -104,8 +105,9 @@ class Lookout:
         if self._burst and self.idle():
             logger.info("worker %s: nothing is due, leaving (--burst)", worker)
             return None
-        # An empty look. With LISTEN a notification wakes us; without, poll, twice as long
-        # after each empty look. Either way, sleep no longer than until a job is due.
+        # An empty look. With LISTEN (or the SQLite watcher) a notification (or a commit)
+        # wakes us; without, poll, twice as long after each empty look. Either way, sleep
+        # no longer than until a job is due.
         wait = SAFETY_POLL if self.listening else self._poll.empty_look()
         due = self._next_due(self._scope)
         return wait if due is None else max(0.0, min(wait, due))
