@@ -53,7 +53,7 @@ def watched(sqlite_only):
 def test_a_commit_from_another_connection_calls_it(watched):
     _, changes = watched
     tasks.noop.enqueue("from the test's connection")
-    wait_for(lambda: changes.count == 2, timeout=2, interval=0.01, message="the commit seen")
+    wait_for(lambda: changes.count >= 2, timeout=2, interval=0.01, message="the commit seen")
 
 
 def test_reads_and_writes_that_change_nothing_call_nothing(watched):
