@@ -97,7 +97,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--systems",
         nargs="+",
         default=["jobqueue", "procrastinate", "pgqueuer", "django-tasks-db", "raw-1", "raw-100"],
-        help="peers need PostgreSQL: on SQLite only jobqueue runs",
+        help="on SQLite only jobqueue and django-tasks-db run",
     )
     parser.add_argument(
         "--only",
@@ -199,7 +199,10 @@ def main(argv: list[str] | None = None) -> None:
     available = systems.available()
     compared = bool(set(args.only) - set(ALONE))  # any workload with the systems side by side
     if connection.vendor != "postgresql":
-        args.systems = ["jobqueue"]
+        # On SQLite, jobqueue and the peers that run there (django-tasks-db) only.
+        args.systems = [
+            name for name in args.systems if name not in available or available[name].on_sqlite
+        ]
     elif not compared:  # no peer takes part: none is set up
         args.systems = [name for name in args.systems if name == "jobqueue"]
     unknown = set(args.systems) - set(available)

@@ -18,7 +18,21 @@ DATABASES = {
         "PORT": _url.port or "",
     }
 }
-if os.environ.get("DATABASE_PREPARED") == "true":  # bench/run.py --prepared
+if _url.scheme == "sqlite":  # bench/run.py --database sqlite: a file beside the bench's
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": os.environ["BENCH_DSN"].removeprefix("sqlite:///"),
+            # What SQLite with concurrent writers needs, and jobqueue's test project sets:
+            # WAL, and transactions that take the write lock when they begin.
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL",
+            },
+        }
+    }
+elif os.environ.get("DATABASE_PREPARED") == "true":  # bench/run.py --prepared
     DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}

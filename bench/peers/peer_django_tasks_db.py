@@ -27,14 +27,18 @@ def stamp_task(n: int) -> None:
 
 
 def setup(args: argparse.Namespace) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    else:  # a SQLite file of its own: its tables go with its migrations
+        call_command("migrate", DBTaskResult._meta.app_label, "zero", verbosity=0)
     call_command("migrate", verbosity=0)
 
 
 def reset(args: argparse.Namespace) -> None:
+    empty = "TRUNCATE {}" if connection.vendor == "postgresql" else "DELETE FROM {}"
     with connection.cursor() as cursor:
-        cursor.execute(f"TRUNCATE {DBTaskResult._meta.db_table}")
+        cursor.execute(empty.format(DBTaskResult._meta.db_table))
 
 
 def enqueue(args: argparse.Namespace) -> dict[str, Any]:

@@ -34,6 +34,7 @@ KIND_OF = {
 class JobqueueSystem(System):
     name: ClassVar[str] = "jobqueue"
     counts_statements: ClassVar[bool] = True
+    on_sqlite: ClassVar[bool] = True
     drain_settings: ClassVar[dict[str, str]] = {
         "default": "`runjobs`: the default pool (concurrency 4, prefetch 64)",
         "tuned": "`runjobs --concurrency 16` (prefetch 256)",

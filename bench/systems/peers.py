@@ -56,6 +56,19 @@ def create_database(name: str) -> None:
     database.create({**environ.Env.db_url_config(os.environ["DATABASE_URL"]), "NAME": name})
 
 
+def on_sqlite() -> bool:
+    return environ.Env.db_url_config(os.environ["DATABASE_URL"])["ENGINE"] != database.POSTGRESQL
+
+
+def peer_dsn(name: str) -> str:
+    """The peer's own database: ``name`` on the bench database's server, or on SQLite a
+    file ``<name>.sqlite3`` beside the bench's."""
+    if on_sqlite():
+        bench_file = Path(environ.Env.db_url_config(os.environ["DATABASE_URL"])["NAME"])
+        return f"sqlite:///{bench_file.with_name(name + '.sqlite3')}"
+    return f"{server_url()}/{name}"
+
+
 class Peer(System):
     """One peer: ``venv`` with ``requirements``, ``driver`` in bench/peers/, ``dbname``."""
 
@@ -88,7 +101,7 @@ class Peer(System):
             **env,
             **self.env,
             "PYTHONPATH": str(PEERS),
-            "BENCH_DSN": f"{server_url()}/{self.dbname}",
+            "BENCH_DSN": peer_dsn(self.dbname),
         }
 
     def call(self, command: str, *options: str) -> dict[str, Any]:
@@ -108,7 +121,8 @@ class Peer(System):
 
     def setup(self) -> None:
         self.ensure_venv()
-        create_database(self.dbname)
+        if not on_sqlite():
+            create_database(self.dbname)
         self.call("setup")
 
     def reset(self) -> None:
@@ -189,6 +203,7 @@ class DjangoTasksDb(Peer):
     env = {"DJANGO_SETTINGS_MODULE": "dtdb_settings"}
     slow = True
     skips = frozenset({"W2"})  # django.tasks has no bulk enqueue
+    on_sqlite = True  # its documented SQLite set-up: WAL, IMMEDIATE transactions
     drain_settings = {"default": "`manage.py db_worker --batch` (no concurrency option)"}
     about = [
         "Django's `django.tasks` with `django_tasks_db.DatabaseBackend`, its migrations "

@@ -4,9 +4,10 @@ long until the next look.
 A look is one claim through the writer (inline when the writer is idle), retried at once
 on a fresh connection after a database restart. What comes next depends on what it found:
 work, and the next look waits for a freed slot or a notification; nothing, and it waits
-for a notification (with LISTEN) or a poll that doubles after each empty look (without),
-never longer than until the earliest due job; an outage, and it waits a backoff, so that
-work resumes within OUTAGE_CAP of the database's return.
+for a notification (with LISTEN, or the watcher's news of a commit on SQLite) or a poll
+that doubles after each empty look (without), never longer than until the earliest due
+job; an outage, and it waits a backoff, so that work resumes within OUTAGE_CAP of the
+database's return.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from django.db import DatabaseError, connections
 from jobqueue import conf
 from jobqueue.runtime.demand import Demand
 from jobqueue.runtime.executor import Executor
-from jobqueue.runtime.listener import Listener
 from jobqueue.runtime.outage import Backoff, Health
 from jobqueue.runtime.polling import SAFETY_POLL, PollBackoff
+from jobqueue.runtime.service import Hint
 from jobqueue.runtime.writer import Writer
 from jobqueue.store import ClaimScope, Store
 
@@ -40,7 +41,7 @@ class Lookout:
         writer: Writer,
         executor: Executor,
         demand: Demand,
-        listener: Listener | None,
+        listener: Hint | None,
         health: Health,
         settings: conf.Settings,
         burst: bool,
@@ -104,8 +105,9 @@ class Lookout:
         if self._burst and self.idle():
             logger.info("worker %s: nothing is due, leaving (--burst)", worker)
             return None
-        # An empty look. With LISTEN a notification wakes us; without, poll, twice as long
-        # after each empty look. Either way, sleep no longer than until a job is due.
+        # An empty look. With LISTEN (or the SQLite watcher) a notification (or a commit)
+        # wakes us; without, poll, twice as long after each empty look. Either way, sleep
+        # no longer than until a job is due.
         wait = SAFETY_POLL if self.listening else self._poll.empty_look()
         due = self._next_due(self._scope)
         return wait if due is None else max(0.0, min(wait, due))

@@ -6,18 +6,37 @@ the loop (a freed slot, a notification, a job enqueued in this process) and clea
 time the loop sleeps. Any thread may set them; only the loop's own thread sleeps on them.
 
 ``Service`` is the base of ``Worker`` and ``Supervisor``: its ``control``, ``stop()``,
-``stopping`` and, on PostgreSQL, a ``Listener`` whose notifications wake the loop.
+``stopping`` and its ``listener``, the thread that tells the loop that work may be waiting:
+on PostgreSQL a ``Listener`` whose notifications wake it, on a SQLite file a ``Watcher``
+whose every sight of another connection's commit wakes it. Which one a database gets is
+decided here, so that the loop and the lookout only ask ``listening``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import Protocol
 
 from jobqueue import conf
 from jobqueue.channel import NOTIFY_CHANNEL
 from jobqueue.runtime.listener import Listener, connection_target
+from jobqueue.runtime.watcher import Watcher
 from jobqueue.store import Store
+
+
+class Hint(Protocol):
+    """A thread that wakes the loop when work may be waiting: a ``Listener`` or a ``Watcher``.
+
+    ``connected`` is set while it would see new work; the loop then needs to poll only
+    for safety.
+    """
+
+    connected: threading.Event
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 class Control:
@@ -57,18 +76,25 @@ class Control:
 
 
 class Service:
-    """A loop with a ``Control``, and a ``Listener`` on PostgreSQL when ``listen``."""
+    """A loop with a ``Control``, and when ``listen`` a ``Hint`` that wakes it."""
 
     def __init__(self, *, store: Store, settings: conf.Settings, listen: bool = True) -> None:
         self.control = Control()
-        self.listener: Listener | None = None
-        if listen and store.queries.is_postgresql:
+        self.listener: Hint | None = None
+        if not listen:
+            return
+        queries = store.queries
+        if queries.is_postgresql:
             self.listener = Listener(
-                target=connection_target(store.queries.using, settings.listen_url),
+                target=connection_target(queries.using, settings.listen_url),
                 channel=NOTIFY_CHANNEL,
                 on_notify=self.notified,
                 on_connect=self.control.wake,
             )
+            return
+        path = queries.database_file()
+        if path is not None:  # in memory, no other process can enqueue: nothing to watch
+            self.listener = Watcher(path=path, on_change=self.control.wake)
 
     def stop(self) -> None:
         """Ask the loop to stop; safe from a signal handler."""
@@ -80,7 +106,7 @@ class Service:
 
     @property
     def listening(self) -> bool:
-        """True while LISTEN is connected: a notification, not a poll, brings news of work."""
+        """True while the listener is connected: it, not a poll, brings news of work."""
         return self.listener is not None and self.listener.connected.is_set()
 
     def notified(self, queue: str) -> None:

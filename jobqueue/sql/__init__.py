@@ -23,6 +23,7 @@ from typing import Any
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
+from django.db.backends.sqlite3.creation import DatabaseCreation as SQLiteCreation
 from django.dispatch import receiver
 from django.utils import timezone
 
@@ -221,6 +222,17 @@ class Queries:
             return timezone.now()
         [(value,)] = self.fetchall("database_now", {})
         return value
+
+    def database_file(self) -> str | None:
+        """The file a SQLite database lives in, which other processes can open too;
+        ``None`` on PostgreSQL and for an in-memory SQLite database, which no other
+        process can reach."""
+        if self.is_postgresql:
+            return None
+        name = self.connection.settings_dict["NAME"]
+        if not name or SQLiteCreation.is_in_memory_db(name):
+            return None
+        return str(name)
 
     def estimated_rows(self, table: str) -> int | None:
         """The planner's estimate of ``table``'s rows on PostgreSQL (``None`` before it was

@@ -416,3 +416,9 @@ FROM jobqueue_job AS job
 WHERE job.id IN (SELECT id FROM selected)
   AND job.id NOT IN (SELECT value FROM json_each(%(done)s))
 GROUP BY 1;
+
+-- name: data_version
+-- The watcher's question (runtime/watcher.py), on its own read-only connection: a number
+-- that changes when another connection has committed to the file since this one last
+-- asked. It reads no table.
+PRAGMA data_version;

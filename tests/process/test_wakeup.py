@@ -1,4 +1,5 @@
-"""Wake-up: LISTEN/NOTIFY on PostgreSQL, sleeping until a delayed job is due, polling."""
+"""Wake-up: LISTEN/NOTIFY on PostgreSQL, the commit watcher on SQLite, sleeping until a
+delayed job is due, polling."""
 
 import datetime as dt
 import io
@@ -33,7 +34,13 @@ def idle_worker(start_worker, settings=SLOW_POLL):
             timeout=10,
             message="the worker to LISTEN",
         )
-    time.sleep(0.3)  # let its first (empty) look pass
+    else:
+        wait_for(
+            lambda: "for other connections' commits" in worker.output(),
+            timeout=10,
+            message="the worker to watch the database",
+        )
+    time.sleep(0.3)  # let its first (empty) looks pass
     return worker
 
 
@@ -119,10 +126,12 @@ def _looks(output):
     ]
 
 
-def test_an_idle_worker_without_listen_backs_off(start_worker, vendor):
-    if vendor == "postgresql":
-        pytest.skip("SQLite: there is no LISTEN there")
-    worker = start_worker(settings={"POLL_INTERVAL": 0.25})
+@pytest.mark.usefixtures("postgresql_only")
+def test_an_idle_worker_without_listen_backs_off(start_worker):
+    # A LISTEN address that refuses: the worker polls (on SQLite the watcher stands in for
+    # LISTEN, and a file it cannot open polls the same way, tests/runtime/test_watcher.py).
+    refused = {"POLL_INTERVAL": 0.25, "LISTEN_URL": "postgres://postgres@127.0.0.1:1/none"}
+    worker = start_worker(settings=refused)
     wait_for(lambda: len(_looks(worker.output())) >= 6, timeout=20, message="six looks")
     looks = _looks(worker.output())
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(looks)][:5]
@@ -131,13 +140,39 @@ def test_an_idle_worker_without_listen_backs_off(start_worker, vendor):
         assert expected * 0.9 < gap < expected + 0.4, gaps
 
 
-@pytest.mark.usefixtures("postgresql_only")
 def test_an_idle_worker_with_listen_only_looks_on_its_safety_poll(start_worker):
+    # On SQLite the watcher asks the database about forty times meanwhile, and not one of
+    # its questions is a statement against the jobs table.
     worker = idle_worker(start_worker, settings={"POLL_INTERVAL": 0.25})
     looks_before = len(_looks(worker.output()))
     time.sleep(4)
-    # Without LISTEN it would have looked about four more times by now (0.25, 0.5, 1, 2 s).
+    # Polling, it would have looked about four more times by now (0.25, 0.5, 1, 2 s).
     assert len(_looks(worker.output())) == looks_before
+
+
+def test_a_job_from_another_process_starts_within_a_second_on_sqlite(start_worker, vendor):
+    if vendor != "sqlite":
+        pytest.skip("SQLite: PostgreSQL's LISTEN has its own test above")
+    worker = idle_worker(start_worker)
+    time.sleep(1)  # settled: its next look is its safety poll, 30 s away
+    looks = len(_looks(worker.output()))
+    waits = []
+    for i in range(5):
+        job = tasks.noop.enqueue(f"from the test's process {i}")
+        wait_for(
+            lambda job=job: Execution.objects.filter(job_id=job.pk).exists(),
+            timeout=5,
+            interval=0.01,
+            message=f"job {i} to start",
+        )
+        started = Execution.objects.get(job_id=job.pk).created
+        waits.append((started - job.enqueued_at).total_seconds())
+        time.sleep(0.5)
+    # POLL_INTERVAL is 25 s and the safety poll 30 s: only the watcher can do this.
+    assert max(waits) < 2.0, waits
+    # One look for each job, and the few that the worker's own commits (the job's start
+    # and success) and the test's (the Execution row) cause; never one per watch.
+    assert len(_looks(worker.output())) - looks <= 5 * 4, worker.output()
 
 
 def test_restarting_postgresql_under_an_idle_worker(start_worker, pg_ctl):
