@@ -37,6 +37,18 @@ FINISHED = {states.SUCCEEDED, states.FAILED, states.ABANDONED, states.DISCARDED}
 WIDTH = 100
 
 
+def wrap(text: str, first: str, rest: str) -> str:
+    # Paths and URLs stay whole, to be copied.
+    return textwrap.fill(
+        text,
+        WIDTH,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
 # -- a fresh database ---------------------------------------------------------------------
 
 
@@ -141,17 +153,11 @@ class Journal:
 
     def say(self, text: str, indent: int = 3) -> None:
         """A sentence of the story, wrapped under its first word."""
-        self.write(
-            textwrap.fill(
-                text, WIDTH, initial_indent=" " * indent, subsequent_indent=" " * (indent + 2)
-            )
-        )
+        self.write(wrap(text, " " * indent, " " * (indent + 2)))
 
     def line(self, event: Event) -> None:
         head = f"  {self.seconds(event.at):5.2f} s  #{event.job_id:<3} {event.status:<10} "
-        self.write(
-            textwrap.fill(event.text, WIDTH, initial_indent=head, subsequent_indent=" " * len(head))
-        )
+        self.write(wrap(event.text, head, " " * len(head)))
 
     def note(self, job_id: int, status: str, text: str, at: dt.datetime | None = None) -> None:
         self.line(Event(at or timezone.now(), job_id, status, text))

@@ -211,7 +211,7 @@ class Command(BaseCommand):
     # -- beginning and end -------------------------------------------------------------
 
     def introduce(self) -> None:
-        self.journal.say(f"jobqueue demo on {demokit.database_url()}", indent=0)
+        self.stdout.write(f"jobqueue demo on {demokit.database_url()}")
         self.journal.say(
             "A worker of pool default runs in this process; the jobs of queues media and "
             "payments run in runjobs --pool killable processes. Times are seconds since each "
