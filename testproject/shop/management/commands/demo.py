@@ -7,12 +7,14 @@ transition of its jobs through the signals; the jobs of stories 5 and 6 run in s
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from typing import Any
 
+from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from jobqueue import explain, states
@@ -57,7 +59,7 @@ class Command(BaseCommand):
         call_command("migrate", verbosity=0)
         self.introduce()
         self.journal.connect()
-        self.processes = WorkerProcesses(demokit.settings.DEMO_LOG)
+        self.processes = WorkerProcesses(settings.DEMO_LOG)
         try:
             with InProcessWorker():
                 self.a_job_succeeds()
@@ -172,18 +174,19 @@ class Command(BaseCommand):
     def follow(self, job: Job, until: set[str]) -> None:
         self.journal.follow(job.id, until, self.timeout)
 
-    def kill_while_running(self, job: Job, proc: Any) -> None:
+    def kill_while_running(self, job: Job, proc: subprocess.Popen[bytes]) -> None:
         """SIGKILL ``proc`` once its handler runs ``job``: the row says so, and whose it is."""
         row = wait_for(
             lambda: Job.objects.filter(pk=job.id, status=states.RUNNING).first(),
             f"job {job.id} to run",
             self.timeout,
         )
-        assert f":{proc.pid}:" in row.worker, (row.worker, proc.pid)
+        if f":{proc.pid}:" not in row.worker:
+            raise CommandError(f"job {job.id} went to {row.worker}, not to pid {proc.pid}")
         self.journal.note(
             job.id,
             row.status,
-            f"attempt 1 of {row.max_attempts}, worker {row.worker}",
+            f"attempt {row.attempts} of {row.max_attempts}, worker {row.worker}",
             row.started_at,
         )
         self.processes.kill(proc)
@@ -230,7 +233,7 @@ class Command(BaseCommand):
         python = demokit.shell_path(sys.executable)
         manage = demokit.shell_path(demokit.manage_py())
         prefix = f"DATABASE_URL={demokit.database_url()}"
-        self.stdout.write(f"\ndone in {seconds:.1f} s; the log is {demokit.settings.DEMO_LOG}")
+        self.stdout.write(f"\ndone in {seconds:.1f} s; the log is {settings.DEMO_LOG}")
         self.stdout.write("look further, on the same database:")
         self.stdout.write(f"  {prefix} {python} {manage} jobs queues")
         self.stdout.write(f"  {prefix} {python} {manage} createsuperuser")
