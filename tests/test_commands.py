@@ -3,6 +3,7 @@
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 from io import StringIO
@@ -173,22 +174,56 @@ def test_jobs_prune(settings):
 
 
 @pytest.mark.process
-def test_the_readme_demo_runs_on_a_fresh_sqlite_file(tmp_path):
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}"}
+def test_the_readme_demo_tells_its_seven_stories_on_a_fresh_sqlite_file(tmp_path):
+    # Run as README command 1 runs it, with no arguments; TMPDIR keeps its files in tmp_path.
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env.pop("DATABASE_URL", None)
     result = subprocess.run(
         [sys.executable, str(REPO / "testproject" / "manage.py"), "demo"],
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=60,
         check=False,
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "shop.tasks.send_order_confirmation: succeeded, 1 attempt(s)" in out
+    [database] = tmp_path.glob("jobqueue-demo-*/demo.sqlite3")
+    assert f"jobqueue demo on sqlite:///{database}" in out
+    stories = dict(
+        (int(title.split(".")[0]), body)
+        for title, body in (part.split("\n", 1) for part in re.split(r"\n\n(?=\d\. )", out)[1:8])
+    )
+    assert sorted(stories) == [1, 2, 3, 4, 5, 6, 7]
+    assert re.search(r"running +attempt 1 of 3", stories[1])
+    assert re.search(r"succeeded +result \{'order': 1001, 'sent': True\}", stories[1])
+    assert stories[2].count("retry due at") == 2
+    assert "(in 0.50 s)" in stories[2] and "(in 1.00 s)" in stories[2]
+    assert re.search(r"running +attempt 3 of 5", stories[2])
+    assert re.search(r"failed +attempt 3 failed: ValueError", stories[3])
+    assert stories[3].count(": ValueError: feed at https://example.com/feed.xml") == 6
+    assert "3 before, 3 after: nothing was enqueued" in stories[4]
+    assert "SIGKILL sent to pid" in stories[5]
+    assert re.search(r"pending +recovered by the demo's worker: The worker stopped", stories[5])
+    assert "Returned to pending without spending an attempt" in " ".join(stories[5].split())
+    assert re.search(r"succeeded +result 'album 42", stories[5])
+    assert re.search(r"abandoned +parked", stories[6])
+    assert "status abandoned, attempts 0 / 3, crashes 1" in " ".join(stories[6].split())
+    assert 'Parked as abandoned (on_crash="park")' in " ".join(stories[6].split())
+    assert "Retried 1 job." in stories[6]
+    assert re.search(r"succeeded +result 'order 1001 charged once", stories[6])
+    assert "unfinished returned None" in stories[7]
+    assert re.search(r"succeeded +result \{'shop': 7", stories[7])
+    # Every job has ended as its story says; nothing was left running.
     assert "shop.tasks.call_payment_webhook: succeeded, 3 attempt(s)" in out
     assert "shop.tasks.import_broken_feed: failed, 3 attempt(s)" in out
-    assert "shop.tasks.rebuild_feed: succeeded, 1 attempt(s)" in out
+    assert "shop.tasks.charge_card: succeeded, 1 attempt(s)" in out
+    # The logs went to the file, not into the stories; the way to look further is printed.
+    [log] = tmp_path.glob("jobqueue-demo-*/demo.log")
+    assert "recovered as abandoned" in log.read_text()
+    assert " INFO " not in out and " WARNING " not in out
+    assert f"DATABASE_URL=sqlite:///{database} " in out and "jobs queues" in out
+    assert "http://127.0.0.1:8000/admin/jobqueue/job/" in out
 
 
 @pytest.mark.parametrize("command", ["runjobs", "jobs"])

@@ -1,5 +1,6 @@
 """Example tasks: found by every worker because this is an installed app's tasks.py."""
 
+import os
 import time
 
 from jobqueue import task
@@ -38,3 +39,24 @@ def send_welcome_email(email: str) -> int:
     from django.core.mail import send_mail
 
     return send_mail("Welcome!", "Thanks for signing up.", None, [email])
+
+
+# The demo kills the worker during a job's first run, so the first run lasts; any later run
+# (recovered, or retried by an operator) finds the crash's entry in the job's errors.
+FIRST_RUN_SECONDS = 60
+
+
+@task(queue="media", takes_context=True)
+def resize_photos(ctx, album_id: int) -> str:
+    """Slow on its first run; returns which process finished it."""
+    if not ctx.job.errors:
+        time.sleep(FIRST_RUN_SECONDS)
+    return f"album {album_id}: 12 photos resized by pid {os.getpid()}"
+
+
+@task(queue="payments", takes_context=True, on_crash="park")
+def charge_card(ctx, order_id: int) -> str:
+    """Must never run twice behind an operator's back: a crash parks it (on_crash="park")."""
+    if not ctx.job.errors:
+        time.sleep(FIRST_RUN_SECONDS)
+    return f"order {order_id} charged once, by pid {os.getpid()}"
