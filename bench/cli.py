@@ -24,10 +24,10 @@ URLS = {
 }
 T = TypeVar("T")
 ATTEMPTS = 3  # per run of a workload on a system
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10")
 # Workloads with a table of their own, of jobqueue alone (W8's raw-100 row is the driver's
 # code run in the bench process), on PostgreSQL only.
-ALONE = ("W6", "W8", "W9")
+ALONE = ("W6", "W8", "W9", "W10")
 QUICK = {  # --quick: about 3-4 minutes
     "jobs": 2_000,
     "slow_jobs": 300,
@@ -42,6 +42,7 @@ QUICK = {  # --quick: about 3-4 minutes
     "floor_jobs": 5_000,
     "admin_jobs": 10_000,
     "admin_renders": 3,
+    "backlog_sizes": [2_000, 20_000],
 }
 
 
@@ -104,8 +105,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         nargs="+",
         choices=WORKLOADS,
         default=list(WORKLOADS),
-        help="these workloads (W6 a large table, W8 the drain floor, W9 the admin's pages: "
-        "jobqueue alone, PostgreSQL only)",
+        help="these workloads (W6 a large table, W8 the drain floor, W9 the admin's pages, "
+        "W10 a big backlog: jobqueue alone, PostgreSQL only)",
     )
     parser.add_argument(
         "--prepared",
@@ -139,6 +140,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help=f"jobs in the table, at least {ADMIN_MIN_JOBS:,} (for page 100)",
     )
     admin.add_argument("--admin-renders", type=positive, default=7, help="timed renders per page")
+    backlog = parser.add_argument_group("W10: a big backlog")
+    backlog.add_argument(
+        "--backlog-sizes",
+        type=positive,
+        nargs="+",
+        default=[10_000, 100_000, 1_000_000],
+        help="backlogs drained, each by one supervisor and by four; the first is the yardstick",
+    )
+    backlog.add_argument(
+        "--backlog-batch", type=positive, default=10_000, help="jobs per enqueue_many call"
+    )
     parser.add_argument(
         "--output",
         type=Path,
@@ -192,7 +204,16 @@ def main(argv: list[str] | None = None) -> None:
     django.setup()
     from django.db import connection
 
-    from bench import admin_changelist, floor, idle, large_table, report, systems, workloads
+    from bench import (
+        admin_changelist,
+        backlog,
+        floor,
+        idle,
+        large_table,
+        report,
+        systems,
+        workloads,
+    )
     from bench.serverlog import ServerLog
     from bench.systems import peers
 
@@ -227,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
         if log is None:
             progress("cannot read the PostgreSQL server log: no W5, no server-counted W7")
     else:
-        progress("SQLite: no W5, W6, W8 or W9, no server-counted W7")
+        progress("SQLite: no W5, W6, W8, W9 or W10, no server-counted W7")
 
     measured: list[report.Measured] = []
     retried: list[str] = []
@@ -289,6 +310,7 @@ def main(argv: list[str] | None = None) -> None:
         ),
         "W8": lambda: floor.floor(args.floor_jobs, args.floor_connections, args.repeat),
         "W9": lambda: admin_changelist.admin_pages(args.admin_jobs, args.admin_renders),
+        "W10": lambda: backlog.backlog(args.backlog_sizes, args.backlog_batch),
     }
     wanted = [key for key in alone if key in args.only]
     if wanted and "jobqueue" not in args.systems:

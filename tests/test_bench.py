@@ -338,3 +338,35 @@ def test_the_admin_workload_renders_every_page(postgresql_only):
     assert headings == ["page", "median ms", "min ms", "max ms", "queries"]
     assert [row[0] for row in rows] == [page for page, _ in PAGES]
     assert all(int(row[4]) > 0 for row in rows)
+
+
+@pytest.mark.process
+def test_the_backlog_workload_drains_each_backlog_with_one_and_four_supervisors(
+    postgresql_only,
+):
+    output = run_script(
+        "run.py",
+        "--database-url",
+        bench_database_url("backlog_bench"),
+        "--only",
+        "W10",
+        "--backlog-sizes",
+        "30",
+        "60",
+        "--backlog-batch",
+        "25",
+        "--no-write",
+    )
+    headings, *rows = section(output, "W10")
+    assert headings[:3] == ["backlog", "supervisors", "drain, jobs/s"]
+    assert headings[-3:] == ["claim p50, ms", "claim p99, ms", "claims"]
+    # The workload counts the succeeded rows after each drain and fails on a shortfall;
+    # every drain's claims were timed in its workers.
+    assert [(row[0], row[1]) for row in rows] == [
+        ("30", "1"),
+        ("30", "4"),
+        ("60", "1"),
+        ("60", "4"),
+    ]
+    assert all(int(row[-1].replace(",", "")) > 0 for row in rows)
+    assert [row[3] for row in rows[:2]] == ["1.00", "1.00"]

@@ -243,6 +243,23 @@ class Queries:
         # -1: never vacuumed or analysed, so no estimate yet.
         return int(rows[0][0]) if rows and rows[0][0] is not None and rows[0][0] >= 0 else None
 
+    def refresh_statistics(self, added: int) -> bool:
+        """On PostgreSQL, ``ANALYZE`` the job table if its statistics believe fewer pending
+        jobs than the ``added`` just committed; whether it did. Never on SQLite, which is
+        left as it was: its planner keeps no statistics unless it is asked to.
+
+        Run outside the enqueue's transaction: ``ANALYZE`` holds a lock that another
+        ``ANALYZE`` or a vacuum of the table waits for until the transaction ends.
+        """
+        if not self.is_postgresql:
+            return False
+        [(plan,)] = self.fetchall("pending_estimate", {})
+        plan = loads(plan)
+        if plan[0]["Plan"]["Plan Rows"] >= added:
+            return False
+        self.execute("analyze_jobs", {})
+        return True
+
 
 def loads(value: Any) -> Any:
     """Decode a JSON column read by raw SQL (Django hands jsonb over as text)."""

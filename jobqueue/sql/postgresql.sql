@@ -453,6 +453,17 @@ SELECT now();
 -- the admin counts a large unfiltered changelist by it instead of a count(*) of every row.
 SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%(table)s);
 
+-- name: pending_estimate
+-- The planner's belief of how many jobs are pending, from the table's statistics: an
+-- EXPLAIN, no rows read. A claim planned on statistics that know of a handful of pending
+-- jobs scans and sorts every pending row instead of reading the head of jobqueue_job_claim.
+EXPLAIN (FORMAT JSON) SELECT 1 FROM jobqueue_job WHERE status = 'pending';
+
+-- name: analyze_jobs
+-- Fresh statistics of the job table (a sample of its rows, not a scan), so that the claim's
+-- plan knows of the pending jobs a bulk enqueue just added.
+ANALYZE jobqueue_job;
+
 -- name: listener_backend_pid
 -- The server process behind the listener's connection. On a direct connection it is the pid
 -- the server announced at login (psycopg's info.backend_pid); a pooler such as PgBouncer

@@ -4,7 +4,7 @@ import datetime as dt
 import json
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -14,6 +14,7 @@ from jobqueue.models import Job
 from jobqueue.sql import Queries
 from jobqueue.store import ClaimScope, Store, success
 from tests.factories import FinishedJobFactory, JobFactory
+from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -220,6 +221,50 @@ def test_successes_are_found_by_primary_key_however_many_jobs_run(postgresql_onl
     for part in (done_part, started_part):
         assert "jobqueue_job_pkey" in part, plan
         assert "jobqueue_job_status_finished" not in part, plan
+
+
+def _analyzes(block):
+    """How many ANALYZE statements ``block()`` sent on the test's connection."""
+    with CaptureQueriesContext(connection) as queries:
+        block()
+    return sum(q["sql"].startswith("ANALYZE") for q in queries.captured_queries)
+
+
+def _never_analysed():
+    """The job table as a new one is: no statistics, nothing but its pages to plan on."""
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE jobqueue_job")
+
+
+def test_a_campaign_the_statistics_do_not_know_of_gets_the_claim_its_index(postgresql_only):
+    # A campaign, 50,000 jobs in calls of 10,000, into a table never analysed. Planned on
+    # no statistics, the claim reads every pending row and sorts them (bench W10); the
+    # first call has the table analysed once it committed, and the later ones, which the
+    # statistics now know the like of, do not.
+    _never_analysed()
+    calls = [[(i, i) for i in range(first, first + 10_000)] for first in range(0, 50_000, 10_000)]
+    assert [_analyzes(lambda c=c: tasks.add.enqueue_many(c)) for c in calls] == [1, 0, 0, 0, 0]
+    q = Queries("default")
+    with connection.cursor() as cursor:  # no ANALYZE here: the statistics as they are
+        cursor.execute("EXPLAIN " + q.statements["claim"], _claim_params(q, limit=4))
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    due = plan.split("CTE due", 1)[1].split("CTE numbered", 1)[0]
+    assert "Index Scan using jobqueue_job_claim" in due, plan
+    assert "Sort" not in due, plan
+
+
+def test_no_analyze_for_a_small_batch_a_rolled_back_one_or_on_sqlite():
+    assert _analyzes(lambda: tasks.add.enqueue_many((i, i) for i in range(999))) == 0
+
+    def rolled_back():
+        with pytest.raises(RuntimeError), transaction.atomic():
+            tasks.add.enqueue_many((i, i) for i in range(2_000))
+            raise RuntimeError
+
+    assert _analyzes(rolled_back) == 0
+    # Committed: one on PostgreSQL, none on SQLite, which is left as it was.
+    expected = 1 if connection.vendor == "postgresql" else 0
+    assert _analyzes(lambda: tasks.add.enqueue_many((i, i) for i in range(2_000))) == expected
 
 
 # -- jobs claimed ahead: held with no start until a slot takes them --------------------
