@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 from django.utils import timezone
@@ -346,4 +346,3 @@ def _refresh_statistics_at_commit(queries: Queries, added: int) -> None:
     transaction.on_commit(
         lambda: queries.refresh_statistics(added), using=queries.using, robust=True
     )
-
