@@ -134,11 +134,12 @@ claimed AS (
               job.attempts, job.max_attempts, job.crashes, job.token, job.steps,
               job.started_at IS NULL AS held
 )
--- The next due job is read only when nothing was claimed: an uncorrelated subquery is run
--- the first time its value is needed, so a claim that found jobs never pays for it. It
--- reads the statement's snapshot, in which a due job another worker's claim held locked
--- is still pending: 0 or less, as next_due run after it would mostly say too, and the
--- lookout looks again at once.
+-- The next due job (next_due's answer) is read only when nothing was claimed: PostgreSQL
+-- runs an uncorrelated subquery the first time its value is needed, so a claim that found
+-- jobs never pays for it, and the claim's own plan is unchanged. It reads the statement's
+-- snapshot, in which a due job that SKIP LOCKED passed over (another worker's claim was
+-- taking it) is still pending: it then says 0, and the lookout looks again at once, as it
+-- did when next_due ran before that claim committed.
 SELECT (SELECT array_agg(id) FROM done),
        CASE WHEN claimed.id IS NULL AND %(limit)s + %(ahead)s > 0 THEN (
            SELECT extract(epoch FROM min(run_at) - now())
