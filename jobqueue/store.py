@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +68,17 @@ class ClaimScope:
     task_names: tuple[str, ...]
     queues: tuple[str, ...] | None
     excluded: tuple[str, ...] = ()
+
+
+class Claimed(list[ClaimedJob]):
+    """The jobs a claim took, in order, and, when it took none, ``next_due``: the seconds
+    until the next job of its selection is due (0 or less if one is due already), None if
+    none is pending. The claim reads it in the same statement on PostgreSQL, so that an
+    idle worker's look costs one statement."""
+
+    def __init__(self, jobs: Iterable[ClaimedJob] = (), next_due: float | None = None) -> None:
+        super().__init__(jobs)
+        self.next_due = next_due
 
 
 # The scope of a write that records successes and claims nothing.
@@ -190,10 +201,11 @@ class Store:
         limit: int,
         ahead: int = 0,
         started: Sequence[ClaimedJob] = (),
-    ) -> list[ClaimedJob]:
+    ) -> Claimed:
         """Record the successes ``done`` and the starts of the held jobs ``started``, and
         claim up to ``limit`` + ``ahead`` jobs of ``scope`` (as :meth:`claim` does), in one
-        statement on PostgreSQL.
+        statement on PostgreSQL. A claim that asked for jobs and found none says when the
+        next one is due (``Claimed.next_due``).
 
         A success the fence refuses is logged and dropped: its attempt no longer owns the
         job, so its result must not be written. A start the fence refuses is dropped
@@ -399,7 +411,7 @@ class Store:
         limit: int,
         ahead: int = 0,
         started: Sequence[ClaimedJob] = (),
-    ) -> tuple[list[int], list[ClaimedJob]]:
+    ) -> tuple[list[int], Claimed]:
         """Record ``done`` and ``started`` (fenced) and claim up to ``limit`` + ``ahead``
         jobs of ``scope``.
 
@@ -427,10 +439,10 @@ class Store:
             **q.clock(fence=self.settings.safety_buffer, lease_until=self.settings.lease),
         }
         claiming = bool(limit + ahead) and bool(scope.task_names)
-        matched, claimed_rows = q.record_and_claim(
+        matched, claimed_rows, next_due = q.record_and_claim(
             params, done=bool(done), started=bool(started), claiming=claiming
         )
-        return matched, self._claimed(claimed_rows, scope.worker)
+        return matched, Claimed(self._claimed(claimed_rows, scope.worker), next_due)
 
     def _claimed(self, rows: list[tuple[Any, ...]], worker: str) -> list[ClaimedJob]:
         jobs = [

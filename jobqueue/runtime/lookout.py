@@ -6,8 +6,9 @@ on a fresh connection after a database restart. What comes next depends on what 
 work, and the next look waits for a freed slot or a notification; nothing, and it waits
 for a notification (with LISTEN, or the watcher's news of a commit on SQLite) or a poll
 that doubles after each empty look (without), never longer than until the earliest due
-job; an outage, and it waits a backoff, so that work resumes within OUTAGE_CAP of the
-database's return.
+job, which the claim that found nothing read in the same statement (on PostgreSQL: an idle
+worker's look is one statement); an outage, and it waits a backoff, so that work resumes
+within OUTAGE_CAP of the database's return.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class Lookout:
             # Every slot is busy: a freed slot wakes us, and we claim again at once.
             return SAFETY_POLL
         try:
-            asked, claimed = self._retrying_once(self._writer.claim)
+            asked, claimed, due = self._retrying_once(self._writer.look)
         except DatabaseError as exc:
             connections[self._store.queries.using].close()
             if self._health.failed(exc, "claiming"):
@@ -109,7 +110,6 @@ class Lookout:
         # wakes us; without, poll, twice as long after each empty look. Either way, sleep
         # no longer than until a job is due.
         wait = SAFETY_POLL if self.listening else self._poll.empty_look()
-        due = self._next_due(self._scope)
         return wait if due is None else max(0.0, min(wait, due))
 
     def _retrying_once(self, query: Callable[[], T]) -> T:
@@ -123,17 +123,3 @@ class Lookout:
             if self._health.down:
                 raise
             return query()
-
-    def _next_due(self, scope: ClaimScope) -> float | None:
-        try:
-            return self._retrying_once(
-                lambda: self._store.next_due(
-                    task_names=list(scope.task_names), queues=scope.queues, excluded=scope.excluded
-                )
-            )
-        except DatabaseError as exc:
-            connections[self._store.queries.using].close()
-            # Without it the loop waits its poll, no longer than without a due job.
-            if not self._health.failed(exc, "looking for the next due job"):
-                logger.exception("worker %s: could not find the next due job", scope.worker)
-            return None

@@ -191,9 +191,14 @@ class Worker(Service):
 
     def _loop(self) -> None:
         now = time.monotonic()
-        # Every chore runs on the first turn: recovery before the first claim, a prune
-        # slice, and the names of the tasks no live worker has registered.
+        # Every chore is due on the first turn (recovery, a prune slice, the names of the
+        # tasks no live worker has registered), but only once the first look went out: a
+        # job due now need not wait for their round trips. Recovery before the first claim
+        # buys nothing: it runs on a timer in every worker, and the jobs it returns are
+        # claimed by the next look, which it wakes. Only a burst worker must not leave
+        # before it ran: it looks once more after the chores (see below).
         self.maintenance.start(now)
+        chores_started = False
         next_look = now  # look at once on start
         woken = False
         while not self.stopping:
@@ -202,7 +207,8 @@ class Worker(Service):
             if self._should_stop():
                 break
             now = time.monotonic()
-            self.maintenance.run_due(now)
+            if chores_started:
+                self.maintenance.run_due(now)
             self.intake.hand_back_overdue(now)
             if self._parent_pid is not None and os.getppid() != self._parent_pid:
                 logger.error("worker %s: its supervisor is gone; stopping", self.id)
@@ -227,6 +233,13 @@ class Worker(Service):
                 # A look costs a query, so only an event or a timer that asked for one makes
                 # it; waking for maintenance or a timeout does not.
                 wait = self.lookout.look()
+                if not chores_started:
+                    chores_started = True
+                    self.maintenance.run_due(time.monotonic())
+                    if wait is None:
+                        # A burst worker found nothing, but the first recovery may just
+                        # have returned a crashed worker's jobs: one more look decides.
+                        wait = 0.0
                 if wait is None:
                     break
                 next_look = now + wait

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from django.db import connections
 
@@ -29,6 +29,7 @@ from jobqueue.exceptions import JobRunAborted
 from jobqueue.runtime.outage import HEALTH
 from jobqueue.store import (
     LAST_ERROR_LIMIT,
+    Claimed,
     ClaimedJob,
     ClaimScope,
     Store,
@@ -42,6 +43,19 @@ logger = logging.getLogger("jobqueue.worker")
 
 # After a failed write (the database is away), wait this long before the next one.
 RETRY_PAUSE = 1.0
+
+
+class Look(NamedTuple):
+    """What one claim for the free slots found."""
+
+    asked: int  # jobs asked for: none if the slots had filled before it went out
+    claimed: int
+    # When it claimed nothing: seconds until the next job of the worker's selection is due
+    # (0 or less if one is due already), None if none is pending.
+    next_due: float | None
+
+
+NOTHING_ASKED = Look(0, 0, None)
 
 
 class ClaimDemand(Protocol):
@@ -83,7 +97,7 @@ class Writer:
         self._started: list[ClaimedJob] = []
         self._asked = 0  # writes started, counted so that claim() can wait for its own
         self._answered = 0
-        self._answer: tuple[int, int, BaseException | None] = (0, 0, None)
+        self._answer: tuple[Look, BaseException | None] = (NOTHING_ASKED, None)
         self._wanted = 0  # the latest write a claim() waits for
         self._writing = False
         self._stopping = False
@@ -110,11 +124,18 @@ class Writer:
             self._cond.notify_all()
 
     def claim(self) -> tuple[int, int]:
+        """Claim for the free slots now (see :meth:`look`); how many jobs it asked for and
+        how many it claimed."""
+        asked, claimed, _ = self.look()
+        return asked, claimed
+
+    def look(self) -> Look:
         """Claim for the free slots now, in a statement that starts after this call.
 
-        Returns how many jobs it asked for (none if the slots had filled meanwhile) and how
-        many it claimed; raises the statement's error if it failed. When the writer is idle,
-        the statement goes out from the calling thread, on its connection: an idle worker's
+        Returns how many jobs it asked for (none if the slots had filled meanwhile), how
+        many it claimed and, if none, when the next one is due, which the same statement
+        read; raises the statement's error if it failed. When the writer is idle, the
+        statement goes out from the calling thread, on its connection: an idle worker's
         look then costs no hand-off between threads, which is most of a job's start latency.
         """
         with self._cond:
@@ -133,12 +154,12 @@ class Writer:
             self._cond.notify_all()
             while self._answered < ticket and self._thread.is_alive():
                 self._cond.wait(1.0)
-            asked, claimed, error = self._answer
+            look, error = self._answer
         if error is not None:
             raise error
-        return asked, claimed
+        return look
 
-    def _claim_here(self) -> tuple[int, int]:
+    def _claim_here(self) -> Look:
         try:
             limit, ahead = self._demand.sizes()
             claimed = self._record([], limit, ahead)
@@ -147,7 +168,7 @@ class Writer:
             with self._cond:
                 self._writing = False
                 self._cond.notify_all()
-        return limit + ahead, len(claimed)
+        return Look(limit + ahead, len(claimed), claimed.next_due)
 
     @property
     def pending(self) -> int:
@@ -228,7 +249,9 @@ class Writer:
                     self._intake.take(claimed, limit, handled)
                     with self._cond:
                         self._writing = False
-                        self._answer_claims(ticket, limit + ahead, len(claimed))
+                        self._answer_claims(
+                            ticket, Look(limit + ahead, len(claimed), claimed.next_due)
+                        )
                     return True
             # An outage is one line for the whole process (jobqueue.runtime.outage).
             if not HEALTH.failed(exc, f"recording {len(done)} success(es)"):
@@ -257,23 +280,23 @@ class Writer:
         self._intake.take(claimed, limit, len(done))
         with self._cond:
             self._writing = False
-            self._answer_claims(ticket, limit + ahead, len(claimed))
+            self._answer_claims(ticket, Look(limit + ahead, len(claimed), claimed.next_due))
         return True
 
     def _record(
         self, done: list[Success], limit: int, ahead: int, started: list[ClaimedJob] | None = None
-    ) -> list[ClaimedJob]:
+    ) -> Claimed:
         # One statement, unless there is nothing to record and nothing to claim.
         assert self._scope is not None, "start() sets the scope"
         if not done and not started and not limit + ahead:
-            return []
+            return Claimed()
         return self._store.record(
             done, scope=self._scope, limit=limit, ahead=ahead, started=started or ()
         )
 
     def _record_apart(
         self, done: list[Success], limit: int, ahead: int, started: list[ClaimedJob]
-    ) -> list[ClaimedJob]:
+    ) -> Claimed:
         """Record each success of ``done`` in a statement of its own, claiming nothing, and
         fail through the store each one the database refuses; then record ``started`` and
         claim, as the failed statement would have. Each success leaves ``done`` once it is
@@ -300,9 +323,9 @@ class Writer:
         return self._record([], limit, ahead, started)
 
     def _answer_claims(
-        self, ticket: int, asked: int = 0, claimed: int = 0, error: BaseException | None = None
+        self, ticket: int, look: Look = NOTHING_ASKED, error: BaseException | None = None
     ) -> None:
-        # Called with the lock held: the claim() waiting for ``ticket`` (if any) is answered.
+        # Called with the lock held: the look() waiting for ``ticket`` (if any) is answered.
         self._answered = max(self._answered, ticket)
-        self._answer = (asked, claimed, error)
+        self._answer = (look, error)
         self._cond.notify_all()

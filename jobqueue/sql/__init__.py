@@ -179,29 +179,39 @@ class Queries:
 
     def record_and_claim(
         self, params: dict[str, Any], *, done: bool, started: bool, claiming: bool
-    ) -> tuple[list[int], list[tuple[Any, ...]]]:
+    ) -> tuple[list[int], list[tuple[Any, ...]], float | None]:
         """Record successes and held jobs' starts, and claim, with the parameters of the
-        ``claim`` statement; the ids of the successes the fence matched, and the claimed
-        jobs' rows as the claim returns them.
+        ``claim`` statement; the ids of the successes the fence matched, the claimed
+        jobs' rows as the claim returns them, and, when it claimed nothing, the seconds
+        until the next job of its selection is due (as ``next_due``: None if none is
+        pending, or if it claimed something).
 
         ``done``, ``started`` and ``claiming`` say which parts have anything to do. On
-        PostgreSQL ``claim`` does all three in one statement, whatever is empty. SQLite has
-        no writing CTEs, so there it is one transaction of up to three statements, each
-        skipped when it has nothing to do (and no transaction around just one).
+        PostgreSQL ``claim`` does all three in one statement, whatever is empty, and reads
+        the next due job in it too. SQLite has no writing CTEs, so there it is one
+        transaction of up to three statements, each skipped when it has nothing to do (and
+        no transaction around just one), and a claim that found nothing is followed by
+        ``next_due``, as the worker's look did before it was folded into the claim.
         """
         if self.is_postgresql:
             rows = self.fetchall("claim", params)
             # One row per claimed job (one with a NULL id if none was), each carrying the
-            # ids of the successes the fence matched.
+            # ids of the successes the fence matched and, on the empty row of a claim that
+            # asked for jobs, the next due job.
             matched = list(rows[0][0] or []) if rows else []
-            return matched, [row[1:] for row in rows if row[1] is not None]
+            claimed = [row[2:] for row in rows if row[2] is not None]
+            seconds = rows[0][1] if rows and not claimed else None
+            return matched, claimed, None if seconds is None else float(seconds)
         several = started + done + claiming > 1
         with transaction.atomic(using=self.using) if several else nullcontext():
             if started:
                 self.execute("record_started", params)
             matched = [row[0] for row in self.fetchall("succeed_many", params)] if done else []
             claimed = self.fetchall("claim", params) if claiming else []
-        return matched, claimed
+            seconds = None
+            if claiming and not claimed:
+                [(seconds,)] = self.fetchall("next_due", params)
+        return matched, claimed, None if seconds is None else float(seconds)
 
     def fetchall_selection(
         self, name: str, selection: str, params: dict[str, Any]

@@ -55,7 +55,8 @@ RETURNING id, idempotency_key, pg_notify(%(channel)s, %(queue)s);
 -- SKIP LOCKED lets concurrent workers pass over each other's rows instead of queueing
 -- behind them; the ORDER BY matches the partial index jobqueue_job_claim. One row comes back
 -- per claimed job (one with a NULL id if none was), each carrying the ids of the successes
--- the fence matched.
+-- the fence matched, and, on the row of a claim that asked for jobs and found none, what
+-- next_due would say: an idle worker's look is then this one statement, not two.
 -- A job claimed for a free slot starts at once: started_at = now(). A held one keeps
 -- started_at NULL until a slot takes it and the writer's next statement records the start
 -- (started below), so that recovery can tell a held job from one whose handler ran.
@@ -133,7 +134,22 @@ claimed AS (
               job.attempts, job.max_attempts, job.crashes, job.token, job.steps,
               job.started_at IS NULL AS held
 )
-SELECT (SELECT array_agg(id) FROM done), claimed.*
+-- The next due job (next_due's answer) is read only when nothing was claimed: PostgreSQL
+-- runs an uncorrelated subquery the first time its value is needed, so a claim that found
+-- jobs never pays for it, and the claim's own plan is unchanged. It reads the statement's
+-- snapshot, in which a due job that SKIP LOCKED passed over (another worker's claim was
+-- taking it) is still pending: it then says 0, and the lookout looks again at once, as it
+-- did when next_due ran before that claim committed.
+SELECT (SELECT array_agg(id) FROM done),
+       CASE WHEN claimed.id IS NULL AND %(limit)s + %(ahead)s > 0 THEN (
+           SELECT extract(epoch FROM min(run_at) - now())
+           FROM jobqueue_job
+           WHERE status = 'pending'
+             AND task_name = ANY(%(task_names)s::text[])
+             AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
+             AND queue <> ALL(%(excluded)s::text[])
+       ) END,
+       claimed.*
 FROM (SELECT) AS one LEFT JOIN claimed ON true;
 
 -- name: next_due

@@ -206,6 +206,41 @@ def test_a_success_goes_out_with_the_claim_of_the_slots_next_job():
     assert counter.counts["succeed_many"] == expected
 
 
+def test_the_first_look_goes_out_before_the_chores():
+    names = {sql: name for name, sql in load(connection.vendor).items()}
+    seen: list[str] = []
+
+    def classify(sql):
+        seen.append(names.get(sql, "other"))
+        return seen[-1]
+
+    with StatementCounter(classify):
+        assert run_burst() == EXIT_OK
+    # Registered, then the claim; recovery, pruning and the warning come after it, and a
+    # burst worker looks once more after them before it leaves.
+    named = [name for name in seen if name in {"register_worker", "claim", "recover", "prune"}]
+    assert named[:3] == ["register_worker", "claim", "recover"], seen
+    assert named.count("claim") == 2 and named[-1] == "claim", seen
+
+
+def test_a_burst_worker_started_after_a_crash_runs_what_recovery_returns():
+    # A dead worker's job, its lease run out: the burst worker's first look finds nothing
+    # due, the recovery after it returns the job, and the worker runs it before it leaves.
+    job = tasks.add.enqueue(2, 3)
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(
+        status="running",
+        token="t" * 32,
+        worker="gone:1:dead",
+        attempts=1,
+        started_at=now - dt.timedelta(minutes=10),
+        lease_until=now - dt.timedelta(minutes=1),
+    )
+    assert run_burst() == EXIT_OK
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.result, row.attempts, row.crashes) == ("succeeded", 5, 1, 1)
+
+
 def test_a_success_claims_nothing_once_the_worker_is_stopping():
     jobs = [tasks.add.enqueue(i, i) for i in range(3)]
     worker = Worker(concurrency=1)

@@ -202,6 +202,37 @@ def test_claim_uses_the_partial_index_with_many_finished_rows():
     assert "jobqueue_job_claim" in plan, plan
 
 
+def test_the_claim_and_its_next_due_read_the_partial_index(postgresql_only):
+    # The next due job rides in the claim statement (an idle worker's look is one
+    # statement): its part must not change how the claim finds jobs, and reads the
+    # pending rows through an index, never every row.
+    FinishedJobFactory._meta.model.objects.bulk_create(
+        [Job(task_name=ADD, status="succeeded", finished_at=timezone.now()) for _ in range(20_000)]
+    )
+    JobFactory.create_batch(20)
+    q = Queries("default")
+    plan = _plan(q.statements["claim"], _claim_params(q, limit=4))
+    due_part = plan.split("CTE due", 1)[1].split("CTE numbered", 1)[0]
+    assert "Index Scan using jobqueue_job_claim" in due_part, plan
+    assert "Sort" not in due_part, plan
+    # The last InitPlan, run only when nothing was claimed.
+    next_due_part = plan.rsplit("InitPlan", 1)[1]
+    assert "Index Cond: ((status)::text = 'pending'::text)" in next_due_part, plan
+    assert "Seq Scan" not in plan, plan
+
+
+def test_a_claim_that_finds_nothing_says_when_the_next_job_is_due():
+    store = Store()
+    scope = ClaimScope("w1", (ADD,), None)
+    assert store.record([], scope=scope, limit=2).next_due is None  # nothing pending
+    JobFactory(run_at=timezone.now() + dt.timedelta(seconds=60))
+    later = store.record([], scope=scope, limit=2)
+    assert later == [] and 55 < later.next_due <= 60
+    JobFactory()
+    found = store.record([], scope=scope, limit=2)
+    assert len(found) == 1 and found.next_due is None  # it claimed: not read
+
+
 def test_successes_are_found_by_primary_key_however_many_jobs_run(postgresql_only):
     # 5,000 jobs running (many workers): joining the successes to every running row, as a
     # plan by status would, costs a scan of them all for each batch of successes.
