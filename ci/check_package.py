@@ -2,10 +2,10 @@
 
 It builds the sdist and the wheel (the wheel from the sdist, as `python -m build` does, so a
 file the sdist leaves out is missing from the wheel too), runs `twine check --strict` on
-both, fails if the wheel lacks a file of the tree's `jobqueue/`, then installs the wheel,
-not the checkout, into a new virtualenv and runs `manage.py check` and `manage.py demo` on
-a copy of `testproject/` outside the checkout, where only the installed `jobqueue` can be
-imported.
+both, fails on a classifier the index would refuse or if the wheel lacks a file of the
+tree's `jobqueue/`, then installs the wheel, not the checkout, into a new virtualenv and
+runs `manage.py check` and `manage.py demo` on a copy of `testproject/` outside the
+checkout, where only the installed `jobqueue` can be imported.
 
     python ci/check_package.py [WORKDIR]     # WORKDIR: a fresh temporary folder by default
 """
@@ -18,7 +18,10 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from email.parser import HeaderParser
 from pathlib import Path
+
+from trove_classifiers import classifiers as KNOWN_CLASSIFIERS
 
 ROOT = Path(__file__).resolve().parent.parent
 # What testproject's settings import besides Django, which the wheel itself requires.
@@ -31,6 +34,7 @@ def main(workdir: Path) -> None:
     [sdist] = dist.glob("*.tar.gz")
     [wheel] = dist.glob("*.whl")
     run(sys.executable, "-m", "twine", "check", "--strict", str(sdist), str(wheel))
+    check_classifiers(wheel)
     check_contents(wheel)
 
     venv = workdir / "venv"
@@ -66,6 +70,18 @@ def main(workdir: Path) -> None:
     if "succeeded" not in demo:
         sys.exit("manage.py demo ran, but no job succeeded in its output")
     print("the installed wheel passes manage.py check and runs the demo")
+
+
+def check_classifiers(wheel: Path) -> None:
+    """twine check passes a classifier the index does not know; the upload would not."""
+    with zipfile.ZipFile(wheel) as archive:
+        [name] = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
+        metadata = HeaderParser().parsestr(archive.read(name).decode())
+    unknown = [
+        value for value in metadata.get_all("Classifier", []) if value not in KNOWN_CLASSIFIERS
+    ]
+    if unknown:
+        sys.exit(f"{wheel.name} has classifiers the index does not know: {unknown}")
 
 
 def check_contents(wheel: Path) -> None:
