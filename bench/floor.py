@@ -183,8 +183,10 @@ class ClaimStatementDrain(Drain):
         }
         done: list[tuple[int, str]] = []
         while True:
-            rows = queries.fetchall(
-                "claim",
+            # Through the vendor wrapper the worker's writer uses (one statement on
+            # PostgreSQL), not the statement's raw rows, whose leading columns carry the
+            # matched successes and the next due time.
+            _, claimed, _ = queries.record_and_claim(
                 {
                     **selection,
                     "done": json.dumps([{"id": i, "token": t, "result": None} for i, t in done]),
@@ -198,9 +200,12 @@ class ClaimStatementDrain(Drain):
                     "max_crashes": 3,
                     "lease": 300,
                 },
+                done=bool(done),
+                started=False,
+                claiming=True,
             )
-            # (matched success ids, id, task_name, queue, ..., token, steps)
-            done = [(row[1], row[10]) for row in rows if row[1] is not None]
+            # (id, task_name, queue, ..., token, steps, held), as Store reads a claimed job
+            done = [(row[0], row[9]) for row in claimed]
             if not done:
                 return
 
