@@ -199,8 +199,8 @@ class ClaimStatementDrain(Drain):
                     "lease": 300,
                 },
             )
-            # (matched success ids, id, task_name, queue, ..., token, steps)
-            done = [(row[1], row[10]) for row in rows if row[1] is not None]
+            # (matched success ids, seconds to the next due job, id, task_name, ..., token, ...)
+            done = [(row[2], row[11]) for row in rows if row[2] is not None]
             if not done:
                 return
 
