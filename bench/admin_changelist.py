@@ -1,4 +1,4 @@
-"""W9: how fast the admin renders with many jobs: ``python bench/run.py --only W9``.
+"""W12: how fast the admin renders with many jobs: ``python bench/run.py --only W12``.
 
 Loads ``--admin-jobs`` rows (a realistic mix: mostly succeeded, some failed, a few
 abandoned, over several queues and tasks) into the bench database's emptied job table,
@@ -52,7 +52,7 @@ PAGES = [
 
 
 def admin_pages(jobs: int, renders: int) -> Table:
-    """Every page of :data:`PAGES` on a table of ``jobs`` rows; the W9 table."""
+    """Every page of :data:`PAGES` on a table of ``jobs`` rows; the W12 table."""
     from django.test.utils import setup_test_environment, teardown_test_environment
 
     _load(jobs)
@@ -62,7 +62,7 @@ def admin_pages(jobs: int, renders: int) -> Table:
     finally:
         teardown_test_environment()  # the bench process goes on with its own settings
     return Table(
-        key="W9",
+        key="W12",
         title=f"admin pages with {jobs:,} jobs",
         intro=f"Each page rendered {renders} times after one to warm up, through Django's "
         "test client; its statements counted on one more render, with the cache cleared.",
@@ -89,7 +89,7 @@ def _load(jobs: int) -> None:
         cursor.execute("TRUNCATE jobqueue_job RESTART IDENTITY")
         cursor.execute(LOAD, {"jobs": jobs})
         cursor.execute("ANALYZE jobqueue_job")
-    progress(f"W9: loaded {jobs:,} jobs in {time.perf_counter() - started:.1f} s")
+    progress(f"W12: loaded {jobs:,} jobs in {time.perf_counter() - started:.1f} s")
     if not User.objects.filter(username="bench").exists():
         User.objects.create_superuser("bench", "bench@example.com", "bench")
 
@@ -121,5 +121,5 @@ def _render(renders: int) -> list[tuple[str, list[float], int]]:
             cache.clear()  # count the notice's query too
             client.get(url)
         rows.append((page, times, len(queries)))
-        progress(f"W9 {page}: {statistics.median(times):.1f} ms, {len(queries)} queries")
+        progress(f"W12 {page}: {statistics.median(times):.1f} ms, {len(queries)} queries")
     return rows

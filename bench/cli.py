@@ -24,10 +24,10 @@ URLS = {
 }
 T = TypeVar("T")
 ATTEMPTS = 3  # per run of a workload on a system
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10")
-# Workloads with a table of their own, of jobqueue alone (W8's raw-100 row is the driver's
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W9", "W10", "W11", "W12", "W13")
+# Workloads with a table of their own, of jobqueue alone (W11's raw-100 row is the driver's
 # code run in the bench process), on PostgreSQL only.
-ALONE = ("W6", "W8", "W9", "W10")
+ALONE = ("W6", "W9", "W10", "W11", "W12", "W13")
 QUICK = {  # --quick: about 3-4 minutes
     "jobs": 2_000,
     "slow_jobs": 300,
@@ -43,6 +43,8 @@ QUICK = {  # --quick: about 3-4 minutes
     "admin_jobs": 10_000,
     "admin_renders": 3,
     "backlog_sizes": [2_000, 20_000],
+    "processes_jobs": 2_000,
+    "memory_jobs": 10_000,
 }
 
 
@@ -59,7 +61,7 @@ def at_least(low: int) -> Callable[[str], int]:
 
 
 positive = at_least(1)
-# W9 renders page 100 of the changelist, whose pages have 50 jobs (JobAdmin.list_per_page).
+# W12 renders page 100 of the changelist, whose pages have 50 jobs (JobAdmin.list_per_page).
 ADMIN_MIN_JOBS = 100 * 50
 
 
@@ -105,8 +107,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         nargs="+",
         choices=WORKLOADS,
         default=list(WORKLOADS),
-        help="these workloads (W6 a large table, W8 the drain floor, W9 the admin's pages, "
-        "W10 a big backlog: jobqueue alone, PostgreSQL only)",
+        help="these workloads (W6 a large table, W9 more processes, W10 a big backlog, W11 the "
+        "drain floor, W12 the admin's pages, W13 memory: jobqueue alone, PostgreSQL only)",
     )
     parser.add_argument(
         "--prepared",
@@ -123,7 +125,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     large.add_argument(
         "--large-concurrency", type=positive, default=16, help="the draining worker's slots"
     )
-    floor = parser.add_argument_group("W8: the drain floor")
+    floor = parser.add_argument_group("W11: the drain floor")
     floor.add_argument("--floor-jobs", type=positive, default=20_000, help="jobs per drain")
     floor.add_argument(
         "--floor-connections",
@@ -132,7 +134,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=[1, 4],
         help="connections each drain but the worker's runs on, one at a time",
     )
-    admin = parser.add_argument_group("W9: the admin's pages")
+    admin = parser.add_argument_group("W12: the admin's pages")
     admin.add_argument(
         "--admin-jobs",
         type=at_least(ADMIN_MIN_JOBS),
@@ -140,6 +142,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help=f"jobs in the table, at least {ADMIN_MIN_JOBS:,} (for page 100)",
     )
     admin.add_argument("--admin-renders", type=positive, default=7, help="timed renders per page")
+    more = parser.add_argument_group("W9: more processes")
+    more.add_argument("--processes-jobs", type=positive, default=10_000, help="jobs per drain")
+    more.add_argument(
+        "--processes",
+        type=positive,
+        nargs="+",
+        default=[1, 2, 4],
+        help="worker processes of the one supervisor's default pool, one drain each; "
+        "the first is the yardstick",
+    )
     backlog = parser.add_argument_group("W10: a big backlog")
     backlog.add_argument(
         "--backlog-sizes",
@@ -151,11 +163,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
     backlog.add_argument(
         "--backlog-batch", type=positive, default=10_000, help="jobs per enqueue_many call"
     )
+    memory = parser.add_argument_group("W13: memory")
+    memory.add_argument(
+        "--memory-jobs",
+        type=positive,
+        default=100_000,
+        help="no-op jobs, then jobs returning 10 KB, drained by the one worker",
+    )
     parser.add_argument(
         "--output",
         type=Path,
         help="report file (default: bench/results/<date>-<host>.md; "
-        "<date>-<host>-W8.md and the like with --only)",
+        "<date>-<host>-W11.md and the like with --only)",
     )
     parser.add_argument("--no-write", action="store_true", help="print the report only")
     args = parser.parse_args(argv)
@@ -210,6 +229,8 @@ def main(argv: list[str] | None = None) -> None:
         floor,
         idle,
         large_table,
+        memory,
+        processes,
         report,
         systems,
         workloads,
@@ -248,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
         if log is None:
             progress("cannot read the PostgreSQL server log: no W5, no server-counted W7")
     else:
-        progress("SQLite: no W5, W6, W8, W9 or W10, no server-counted W7")
+        progress("SQLite: no W5, W6, W9, W10, W11, W12 or W13, no server-counted W7")
 
     measured: list[report.Measured] = []
     retried: list[str] = []
@@ -308,16 +329,18 @@ def main(argv: list[str] | None = None) -> None:
         "W6": lambda: large_table.large_table(
             args.large_finished, args.large_jobs, args.large_concurrency, args.repeat
         ),
-        "W8": lambda: floor.floor(args.floor_jobs, args.floor_connections, args.repeat),
-        "W9": lambda: admin_changelist.admin_pages(args.admin_jobs, args.admin_renders),
+        "W9": lambda: processes.processes(args.processes_jobs, args.processes, args.repeat),
         "W10": lambda: backlog.backlog(args.backlog_sizes, args.backlog_batch),
+        "W11": lambda: floor.floor(args.floor_jobs, args.floor_connections, args.repeat),
+        "W12": lambda: admin_changelist.admin_pages(args.admin_jobs, args.admin_renders),
+        "W13": lambda: memory.memory(args.memory_jobs),
     }
     wanted = [key for key in alone if key in args.only]
     if wanted and "jobqueue" not in args.systems:
         progress(f"no {', '.join(wanted)}: they measure jobqueue, which is not in --systems")
     elif connection.vendor == "postgresql":
         for key in wanted:
-            progress(f"{key}: jobqueue alone, in the bench process")
+            progress(f"{key}: jobqueue alone")
             tables.append(again_on_error(key, alone[key], retried))
 
     for system in under_test:

@@ -1,8 +1,8 @@
-"""W8: how fast can the database alone drain? ``python bench/run.py --only W8``.
+"""W11: how fast can the database alone drain? ``python bench/run.py --only W11``.
 
 W3 compares jobqueue's drain with raw-100, a loop that locks 100 jobs, runs them and marks
 them succeeded in one transaction. That loop never records that a job started, so a crash
-mid-batch simply rolls the batch back: no lease, no token, no fence, no parking. W8
+mid-batch simply rolls the batch back: no lease, no token, no fence, no parking. W11
 measures, with no worker and no job code, how fast the database drains ``--floor-jobs``
 no-op jobs, 100 per statement, on each of ``--floor-connections`` connections:
 
@@ -221,7 +221,7 @@ class WorkerDrain(ClaimStatementDrain):
 
 
 def floor(jobs: int, connections: list[int], repeat: int) -> Table:
-    """Every drain on each number of connections, then the worker; the W8 table."""
+    """Every drain on each number of connections, then the worker; the W11 table."""
     results = []
     try:
         drains: list[Drain] = [RawDrain(), DurableDrain(), ClaimStatementDrain()]
@@ -231,7 +231,7 @@ def floor(jobs: int, connections: list[int], repeat: int) -> Table:
             for run in range(1, repeat + 1):
                 runs.append(_measure(kind, jobs, conns))
                 rate = runs[-1]["jobs/s"] or 0
-                progress(f"W8 {kind.label} [connections: {shown}] run {run}: {rate:,.0f} jobs/s")
+                progress(f"W11 {kind.label} [connections: {shown}] run {run}: {rate:,.0f} jobs/s")
             results.append((kind.label, shown, runs))
     finally:
         _execute("DROP TABLE IF EXISTS raw_job, floor_job")
@@ -279,18 +279,7 @@ def _on_own_connection(block: Callable[[], None]) -> Callable[[], None]:
 
 
 def _server_cpu() -> float | None:
-    """CPU seconds spent so far by the postgres processes on this host and the backends
-    that have ended, None if no postgres process runs here."""
-    ticks, found = 0, False
-    for pid in procfs.pids():
-        if procfs.command(pid) != "postgres":
-            continue
-        fields = procfs.stat(pid)
-        if fields is None:  # gone meanwhile
-            continue
-        ticks += sum(int(field) for field in fields[11:15])  # utime, stime, cutime, cstime
-        found = True
-    return ticks / os.sysconf("SC_CLK_TCK") if found else None
+    return procfs.postgres_cpu()
 
 
 def _client_cpu() -> float:
@@ -320,7 +309,7 @@ def _analyze(table: str) -> None:
 def table(
     results: list[tuple[str, str, list[dict[str, float | None]]]], jobs: int, repeat: int
 ) -> Table:
-    """The W8 table: each drain's median rate as a share of raw-100's on as many connections
+    """The W11 table: each drain's median rate as a share of raw-100's on as many connections
     (the worker's: on one), and its CPU per job."""
     raw = {conns: runs for label, conns, runs in results if label == RawDrain.label}
     rows = []
@@ -350,7 +339,7 @@ def table(
             ]
         )
     return Table(
-        key="W8",
+        key="W11",
         title="the drain floor: the database alone, no job code",
         intro=f"Drain of {jobs:,} no-op jobs, {BATCH} per statement; medians of {repeat} "
         "(min-max). CPU per job: median.",

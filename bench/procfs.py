@@ -31,3 +31,38 @@ def stat(pid: int) -> list[str] | None:
         return None
     # The command name is in parentheses and may hold spaces or ")": split after the last.
     return text[text.rindex(")") + 2 :].split()
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU seconds of the process and of the children it has waited for (utime, stime,
+    cutime, cstime), None if it is gone. A zombie still has them: read it before it is reaped."""
+    fields = stat(pid)
+    if fields is None:
+        return None
+    return sum(int(field) for field in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu() -> float | None:
+    """CPU seconds spent so far by the postgres processes on this host, with the backends
+    that have ended (in the postmaster's count of its children); None if none runs here."""
+    total, found = 0.0, False
+    for pid in pids():
+        if command(pid) != "postgres":
+            continue
+        seconds = cpu_seconds(pid)
+        if seconds is None:  # gone meanwhile
+            continue
+        total += seconds
+        found = True
+    return total if found else None
+
+
+def rss_kib(pid: int) -> tuple[int, int] | None:
+    """The process's resident set now and at its peak (``VmRSS``, ``VmHWM``), in KiB;
+    None if it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])

@@ -1,6 +1,6 @@
 """Medians with min-max, the machine, the markdown report, and progress lines on stderr.
 
-Every table in the report, the systems side by side and each workload's own (W6, W8, W9),
+Every table in the report, the systems side by side and each workload's own (W6, W9-W13),
 is drawn by :func:`table`, and every median by :func:`spread`: ``median (min-max)``, or the
 one value when every run agreed once rounded as its unit is (see :func:`number`).
 """
@@ -72,11 +72,17 @@ NOTES: list[tuple[tuple[str, ...], str]] = [
         "drain uses the worker class in the bench process, with the concurrency shown.",
     ),
     (
-        ("W6", "W8", "W9"),
-        "W6, W8 and W9 (PostgreSQL) measure jobqueue alone, in the bench process, each in a "
+        ("W6", "W11", "W12"),
+        "W6, W11 and W12 (PostgreSQL) measure jobqueue alone, in the bench process, each in a "
         "table of its own: the claim, a drain and `jobs queues` with and without many "
         "finished rows; how fast the database alone drains, 100 jobs per statement, against "
         "jobqueue's statement and worker; the admin's pages on a large table.",
+    ),
+    (
+        ("W9", "W13"),
+        "W9 and W13 (PostgreSQL) run jobqueue's `runjobs` as subprocesses of the bench, "
+        "jobqueue alone: W9 one supervisor whose default pool has N processes, W13 one "
+        "worker whose resident set is read from /proc.",
     ),
 ]
 
@@ -90,7 +96,8 @@ class Measured:
 @dataclass
 class Table:
     """A workload's own table, for the workloads that compare something other than the
-    systems (W6: a table with and without finished rows; W8: drains; W9: admin pages)."""
+    systems (W6: a table with and without finished rows; W9: numbers of processes; W11: drains;
+    W12: admin pages; W13: memory)."""
 
     key: str
     title: str
@@ -274,7 +281,7 @@ def markdown(
             lines += ["", "Heartbeat and other statements, mean count per run:", ""]
             lines += others
 
-    for t in sorted(tables, key=lambda t: t.key):
+    for t in sorted(tables, key=lambda t: int(t.key[1:])):  # W9 before W10
         lines += ["", f"## {t.key}: {t.title}", "", t.intro, ""]
         lines += table(t.headings, t.rows, t.left)
         if t.after:

@@ -79,7 +79,7 @@ def test_the_guard_gives_the_settings_of_a_database_with_the_marker():
 
 @pytest.mark.process
 def test_the_benchmark_refuses_a_database_without_bench_before_connecting():
-    said = refusal("run.py", "--database-url", f"{NO_SERVER}/shop", "--only", "W8")
+    said = refusal("run.py", "--database-url", f"{NO_SERVER}/shop", "--only", "W11")
     assert "refusing to use database 'shop'" in said
     assert "must contain 'bench'" in said
 
@@ -148,12 +148,12 @@ def a_report(measured: list[report.Measured], tables: list[report.Table]) -> str
 
 
 def test_a_workloads_own_table_is_a_section_of_the_report_without_the_systems_table():
-    table = report.Table("W8", "floor", "Medians.", ["drain", "jobs/s"], [["raw", "9"]], 1, ["."])
+    table = report.Table("W11", "floor", "Medians.", ["drain", "jobs/s"], [["raw", "9"]], 1, ["."])
     text = a_report([], [table])
     assert "## Results" not in text and "ratio to each peer" not in text
-    section = text[text.index("## W8: floor") : text.index("## Notes")]
+    section = text[text.index("## W11: floor") : text.index("## Notes")]
     assert section.splitlines() == [
-        "## W8: floor",
+        "## W11: floor",
         "",
         "Medians.",
         "",
@@ -165,7 +165,7 @@ def test_a_workloads_own_table_is_a_section_of_the_report_without_the_systems_ta
         "",
     ]
     notes = text[text.index("## Notes") :]
-    assert "W6, W8 and W9" in notes and "W1 and W2" not in notes
+    assert "W6, W11 and W12" in notes and "W1 and W2" not in notes
 
 
 def test_the_systems_table_gives_medians_and_the_ratio_table_jobqueues_over_the_peers():
@@ -224,7 +224,7 @@ def test_the_benchmark_runs_on_a_tiny_n(tmp_path):
         "W2",
         "W3",
         "W7",
-        "W8",
+        "W11",
         "--jobs",
         "20",
         "--count-jobs",
@@ -235,7 +235,7 @@ def test_the_benchmark_runs_on_a_tiny_n(tmp_path):
     )
     for row in ("| W1 |", "| W2 |", "| W3 |", "statements per job"):
         assert row in output
-    assert "## W8" not in output  # PostgreSQL only: left out, and the run goes on
+    assert "## W11" not in output  # PostgreSQL only: left out, and the run goes on
 
 
 def bench_database_url(suffix: str) -> str:
@@ -293,7 +293,7 @@ def test_the_floor_workload_drains_every_job_each_way(postgresql_only):
         "--database-url",
         bench_database_url("floor_bench"),
         "--only",
-        "W8",
+        "W11",
         "--floor-jobs",
         "300",
         "--repeat",
@@ -303,7 +303,7 @@ def test_the_floor_workload_drains_every_job_each_way(postgresql_only):
         "2",
         "--no-write",
     )
-    headings, *rows = section(output, "W8")
+    headings, *rows = section(output, "W11")
     assert headings[:4] == ["drain", "connections", "jobs/s", "share of raw-100"]
     assert [(row[0], row[1]) for row in rows] == [
         (floor.RawDrain.label, "1"),
@@ -327,14 +327,14 @@ def test_the_admin_workload_renders_every_page(postgresql_only):
         "--database-url",
         bench_database_url("admin_bench"),
         "--only",
-        "W9",
+        "W12",
         "--admin-jobs",
         "5000",
         "--admin-renders",
         "1",
         "--no-write",
     )
-    headings, *rows = section(output, "W9")
+    headings, *rows = section(output, "W12")
     assert headings == ["page", "median ms", "min ms", "max ms", "queries"]
     assert [row[0] for row in rows] == [page for page, _ in PAGES]
     assert all(int(row[4]) > 0 for row in rows)
@@ -370,3 +370,58 @@ def test_the_backlog_workload_drains_each_backlog_with_one_and_four_supervisors(
     ]
     assert all(int(row[-1].replace(",", "")) > 0 for row in rows)
     assert [row[3] for row in rows[:2]] == ["1.00", "1.00"]
+
+
+@pytest.mark.process
+def test_the_processes_workload_drains_with_each_number_of_processes(postgresql_only):
+    output = run_script(
+        "run.py",
+        "--database-url",
+        bench_database_url("processes_bench"),
+        "--only",
+        "W9",
+        "--processes-jobs",
+        "40",
+        "--processes",
+        "1",
+        "2",
+        "--repeat",
+        "1",
+        "--no-write",
+    )
+    headings, *rows = section(output, "W9")
+    assert headings[:3] == ["processes", "drain, jobs/s", "share of 1's"]
+    # The workload counts the succeeded rows after each drain and fails on a shortfall.
+    assert [row[0] for row in rows] == ["1", "2"]
+    assert rows[0][2] == "1.00"
+    # The supervisor's CPU, its workers' included, was read before the bench reaped it.
+    assert all(float(row[3].replace(",", "")) > 0 for row in rows)
+
+
+@pytest.mark.process
+def test_the_memory_workload_reads_the_worker_s_resident_set_three_times(postgresql_only):
+    output = run_script(
+        "run.py",
+        "--database-url",
+        bench_database_url("memory_bench"),
+        "--only",
+        "W13",
+        "--memory-jobs",
+        "30",
+        "--no-write",
+    )
+    headings, *rows = section(output, "W13")
+    assert headings == ["moment", "RSS, MB", "peak RSS, MB", "growth over idle"]
+    assert [row[0] for row in rows] == [
+        "idle after start-up",
+        "after 30 no-op jobs",
+        "after 30 jobs returning 10 KB",
+    ]
+    assert all(float(row[1]) > 10 for row in rows)  # a Python process with Django loaded
+    assert rows[0][3] == "+0.0%"
+
+
+def test_the_ten_kb_task_returns_ten_kilobytes():
+    from bench.benchapp.tasks import ten_kb
+
+    assert len(ten_kb.func(0)) == 10_240
