@@ -299,3 +299,23 @@ def test_a_recovery_pass_that_finds_an_expired_lease_recovers_it_then_reaps():
     assert "host web-3, pid 4242, last heartbeat" in row.last_error
     assert not WorkerRow.objects.exists()
     assert Store().rescue_pass() == []
+
+
+def test_the_recovery_check_reads_the_running_lease_index_with_many_finished_rows():
+    Job.objects.bulk_create(
+        [
+            Job(task_name=tasks.add.name, status="succeeded", finished_at=timezone.now())
+            for _ in range(20_000)
+        ]
+    )
+    JobFactory.create_batch(
+        20, status="running", token="c" * 32, lease_until=timezone.now() + dt.timedelta(minutes=1)
+    )
+    q = Store().queries
+    connection = connections["default"]
+    with connection.cursor() as cursor:
+        explain = "EXPLAIN" if q.is_postgresql else "EXPLAIN QUERY PLAN"
+        cursor.execute("ANALYZE jobqueue_job" if q.is_postgresql else "ANALYZE")
+        cursor.execute(f"{explain} {q.statements['rescue_check']}", {"lease": 300, **q.clock()})
+        plan = "\n".join(" ".join(map(str, row)) for row in cursor.fetchall())
+    assert "jobqueue_job_running_lease" in plan, plan
