@@ -658,6 +658,21 @@ class Store:
             "reap_workers", {"lease": lease, **self.queries.clock(cutoff=-lease)}
         )
 
+    def rescue_pass(self) -> list[tuple[int, str, str]]:
+        """A worker's recovery pass: :meth:`rescue_expired`, then :meth:`reap_workers`, and
+        what the first returned. When no lease has expired, which is nearly always, that is
+        one statement on PostgreSQL: the check, with the reap in it."""
+        lease = self.settings.lease
+        # Recovery first, then the reap, when a lease has expired: recover reads the dead
+        # worker's row (host, pid, last heartbeat) into the crash's entry. A lease that
+        # expires between the check and recover is recovered all the same, since recover
+        # looks again.
+        if not self.queries.rescue_check({"lease": lease, **self.queries.clock(cutoff=-lease)}):
+            return []
+        recovered = self.rescue_expired()
+        self.reap_workers()
+        return recovered
+
     def unregistered_pending(self) -> list[tuple[str, str, int]]:
         """``(queue, task_name, count)`` of the pending jobs whose task no live worker (one
         renewed within ``LEASE``) has registered, most jobs first: as things are, no worker

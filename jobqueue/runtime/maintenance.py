@@ -75,8 +75,9 @@ class Rescue:
 
     def run(self, now: float) -> float:
         try:
-            recovered = self._store.rescue_expired()
-            self._store.reap_workers()
+            # One statement when nothing has expired (Store.rescue_pass): an idle worker
+            # runs this every heartbeat interval.
+            recovered = self._store.rescue_pass()
         except Exception as exc:
             if not self._health.failed(exc, "recovering expired leases"):
                 logger.exception(

@@ -213,6 +213,18 @@ class Queries:
                 [(seconds,)] = self.fetchall("next_due", params)
         return matched, claimed, None if seconds is None else float(seconds)
 
+    def rescue_check(self, params: dict[str, Any]) -> bool:
+        """Whether any running job's lease has expired, with the parameters of
+        ``reap_workers``; when none has, the dead workers' rows are deleted too, as
+        ``reap_workers`` does. On PostgreSQL that is one statement (a writing CTE), which is
+        all an idle worker's recovery pass costs; SQLite has none, so there the check is
+        followed by ``reap_workers`` when it found nothing."""
+        rows = self.fetchall("rescue_check", params)
+        found = bool(rows[0][0])
+        if not found and not self.is_postgresql:
+            self.execute("reap_workers", params)
+        return found
+
     def fetchall_selection(
         self, name: str, selection: str, params: dict[str, Any]
     ) -> list[tuple[Any, ...]]:

@@ -341,6 +341,26 @@ WHERE job.id = words.id AND job.errors -> -1 ->> 'type' = 'WorkerLost';
 DELETE FROM jobqueue_worker
 WHERE last_heartbeat < now() - make_interval(secs => %(lease)s);
 
+-- name: rescue_check
+-- An idle worker's recovery pass in one statement: whether any running job's lease has
+-- expired (on the jobqueue_job_running_lease index), and, only when none has, reap_workers
+-- in the same statement. When one has, the worker recovers it (recover) and then reaps, as
+-- rescue_expired and reap_workers do: recover must still find a dead worker's row, whose
+-- host, pid and last heartbeat go into the crash's entry. A DELETE in WITH runs whether or
+-- not the query reads it; both parts see one snapshot and one now().
+WITH expired AS MATERIALIZED (
+    SELECT EXISTS (
+        SELECT 1 FROM jobqueue_job
+        WHERE status = 'running' AND lease_until < now()
+    ) AS found
+), reaped AS (
+    DELETE FROM jobqueue_worker
+    WHERE last_heartbeat < now() - make_interval(secs => %(lease)s)
+      AND NOT (SELECT found FROM expired)
+    RETURNING 1
+)
+SELECT found, (SELECT count(*) FROM reaped) FROM expired;
+
 -- name: unregistered_pending
 -- Pending jobs, per queue and task, of the tasks no live worker (a row renewed within a
 -- lease) has registered: no worker will ever claim them as things are. The live workers'

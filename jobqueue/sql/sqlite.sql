@@ -304,6 +304,16 @@ WHERE jobqueue_job.id = words.id AND errors ->> '$[#-1].type' = 'WorkerLost';
 -- Forget workers that have not renewed for a whole lease; their jobs are recovered above.
 DELETE FROM jobqueue_worker WHERE last_heartbeat < %(cutoff)s;
 
+-- name: rescue_check
+-- Whether any running job's lease has expired (on the jobqueue_job_running_lease index).
+-- SQLite has no writing CTEs: when none has, reap_workers follows it; when one has, the
+-- worker recovers it first (recover still finds the dead worker's row for the crash's
+-- entry) and then reaps, as rescue_expired and reap_workers do.
+SELECT EXISTS (
+    SELECT 1 FROM jobqueue_job
+    WHERE status = 'running' AND lease_until < %(now)s
+);
+
 -- name: unregistered_pending
 -- Pending jobs, per queue and task, of the tasks no live worker (a row renewed since
 -- %(cutoff)s, a lease ago) has registered: no worker will ever claim them as things are.

@@ -63,7 +63,7 @@ class AwayStore(Store):
     def prune(self, **kwargs):
         raise OperationalError("the database is away")
 
-    def rescue_expired(self):
+    def rescue_pass(self):
         raise OperationalError("the database is away")
 
 

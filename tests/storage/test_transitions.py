@@ -171,6 +171,13 @@ CASES = [
         also=("explain_recovered",),
     ),
     Case(
+        "a worker's recovery pass (rescue_check, then recover)",
+        both("recover"),
+        lambda store, jobs: store.rescue_pass(),
+        frozenset({(R, P), (R, A)}),
+        also=("explain_recovered",),
+    ),
+    Case(
         "recover a stopping worker's jobs",
         both("recover"),
         lambda store, jobs: store.release(WORKER, tokens(jobs), CRASH),
@@ -338,6 +345,9 @@ def test_every_writer_has_a_case(vendor_file: str) -> None:
     # The pattern still finds the statements it is here for.
     assert {"claim", "retry", "fail", "snooze", "unclaim", "recover"} <= writers(vendor_file)
     assert {"operator_retry", "operator_discard", "enqueue"} <= writers(vendor_file)
+    # Nor more: the recovery pass's check and the reap delete worker rows only (a job names
+    # its worker in a plain column, no foreign key that a delete could write through).
+    assert not {"rescue_check", "reap_workers"} & writers(vendor_file)
 
 
 def test_every_transition_is_made_by_some_statement() -> None:
