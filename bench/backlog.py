@@ -68,10 +68,6 @@ def _fresh_backlog(size: int, batch: int) -> float:
 
 
 def _drain(size: int, supervisors: int) -> dict[str, float]:
-    from django.db import connection
-
-    from jobqueue.models import Job
-
     with tempfile.TemporaryDirectory(prefix="jobqueue-w10-") as folder:
         claims = Path(folder) / "claims"
         env = {
@@ -104,12 +100,31 @@ def _drain(size: int, supervisors: int) -> dict[str, float]:
         if failed:
             raise BenchError("\n".join(failed))
         seconds = [float(line.split()[1]) for line in claims.read_text().splitlines()]
+    done, rate = drain_rate()
+    if done != size:
+        raise BenchError(f"{done:,} of {size:,} jobs succeeded after the drain")
+    ms = sorted(s * 1000 for s in seconds)
+    return {
+        "jobs/s": rate,
+        "p50": statistics.median(ms),
+        "p99": ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))],
+        "claims": float(len(ms)),
+    }
+
+
+def drain_rate() -> tuple[int, float]:
+    """The jobs succeeded, and the drain rate from the rows: the jobs that finished after
+    every worker had started its first job, over the time from then to the last finish
+    (so that several supervisors' start-ups, which take turns on the cores, are not
+    counted as a slower drain). W9 uses it too."""
+    from django.db import connection
+
+    from jobqueue.models import Job
+
     table = Job._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM {table} WHERE status = 'succeeded'")
         [(done,)] = cursor.fetchall()
-        # From the moment every worker had started its first job, so that four supervisors'
-        # start-ups, which take turns on the cores, are not counted as a slower drain.
         cursor.execute(
             f"""
             WITH first AS (SELECT max(began) AS at FROM (
@@ -120,15 +135,7 @@ def _drain(size: int, supervisors: int) -> dict[str, float]:
         )
         [(after, span)] = cursor.fetchall()
     connection.close()
-    if done != size:
-        raise BenchError(f"{done:,} of {size:,} jobs succeeded after the drain")
-    ms = sorted(s * 1000 for s in seconds)
-    return {
-        "jobs/s": after / max(float(span), 1e-3),
-        "p50": statistics.median(ms),
-        "p99": ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))],
-        "claims": float(len(ms)),
-    }
+    return int(done), float(after) / max(float(span or 0), 1e-3)
 
 
 def _tail(path: str) -> str:

@@ -26,6 +26,7 @@ import tempfile
 import time
 
 from bench import procfs
+from bench.backlog import drain_rate
 from bench.report import Table, number, progress, ratio, spread
 from bench.systems.base import REPO
 from bench.workloads import BenchError
@@ -109,30 +110,6 @@ def _cpu_at_exit(proc: subprocess.Popen[bytes]) -> float:
     if seconds is None:
         raise BenchError("the supervisor was reaped before its CPU time was read")
     return seconds
-
-
-def drain_rate() -> tuple[int, float]:
-    """The jobs succeeded, and the drain rate from the rows: the jobs that finished after
-    every worker had started its first job, over the time from then to the last finish."""
-    from django.db import connection
-
-    from jobqueue.models import Job
-
-    table = Job._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {table} WHERE status = 'succeeded'")
-        [(done,)] = cursor.fetchall()
-        cursor.execute(
-            f"""
-            WITH first AS (SELECT max(began) AS at FROM (
-                SELECT min(started_at) AS began FROM {table} GROUP BY worker) AS each)
-            SELECT count(*), extract(epoch FROM max(finished_at) - min(first.at))
-            FROM {table}, first WHERE finished_at > first.at
-            """
-        )
-        [(after, span)] = cursor.fetchall()
-    connection.close()
-    return int(done), float(after) / max(float(span or 0), 1e-3)
 
 
 def _table(
