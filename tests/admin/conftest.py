@@ -1,11 +1,16 @@
-"""Admin fixtures: users with and without the app's permissions, an empty cache."""
+"""Admin fixtures: users with and without the app's permissions, an empty cache, and a
+headless browser for the end-to-end tests."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.core.cache import cache
 from django.test import Client
+
+from tests.admin.browser import ARGS, CHROMIUM, unavailable
 
 
 @pytest.fixture(autouse=True)
@@ -49,3 +54,23 @@ def viewer(db) -> Client:
 def outsider(db) -> Client:
     """Staff with admin access to something else, and none to jobs."""
     return client_for(staff("outsider", "auth.view_user"))
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    """A headless Chromium (``tests/admin/browser.py``), closed after the test."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("playwright is not installed (pip install playwright)")
+    if not os.access(CHROMIUM, os.X_OK):
+        unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
+    # Playwright's sync API keeps an event loop on this thread; the ORM calls in the tests
+    # are plain synchronous test code, not code running inside that loop.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()

@@ -8,48 +8,14 @@ either is missing, except in CI (``CI=true``), where a missing browser is a fail
 from __future__ import annotations
 
 import datetime as dt
-import os
-from pathlib import Path
 
-import pytest
 from django.utils import timezone
 
 from jobqueue import conf
 from jobqueue.models import Job
 from jobqueue.schedules import spec, state
-from tests.conftest import IN_CI, REPO
+from tests.admin.browser import log_in, screenshots
 from tests.factories import FinishedJobFactory, JobFactory
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-# The docs' screenshots are refreshed on request only, so a test run leaves the tree clean:
-# JOBQUEUE_SCREENSHOTS=docs/img pytest tests/admin/test_browser.py
-SCREENSHOTS_TO = os.environ.get("JOBQUEUE_SCREENSHOTS")
-
-
-def unavailable(reason: str) -> None:
-    if IN_CI:
-        pytest.fail(f"{reason}; CI must run the browser test (.ci/run installs chromium)")
-    pytest.skip(reason)
-
-
-@pytest.fixture
-def sync_playwright():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        unavailable("playwright is not installed (pip install playwright)")
-    if not os.access(CHROMIUM, os.X_OK):
-        unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
-    return sync_playwright
 
 
 def jobs() -> tuple[Job, Job]:
@@ -117,63 +83,51 @@ def schedules(settings) -> None:
 
 
 def test_an_operator_retries_an_abandoned_job_in_a_real_browser(
-    live_server, django_user_model, sync_playwright, monkeypatch, tmp_path, settings
+    live_server, django_user_model, browser, tmp_path, settings
 ):
     django_user_model.objects.create_superuser("ops", "ops@example.com", "correct horse")
     job, other = jobs()
     schedules(settings)
-    # Playwright's sync API keeps an event loop on this thread; the ORM calls below are
-    # plain synchronous test code, not code running inside that loop.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    shots = REPO / SCREENSHOTS_TO if SCREENSHOTS_TO else tmp_path
-    shots.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1600, "height": 640})
-            page.set_default_timeout(15_000)
-            page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-            page.fill("#id_username", "ops")
-            page.fill("#id_password", "correct horse")
-            page.click("input[type=submit]")
+    shots = screenshots(tmp_path)
+    page = browser.new_page(viewport={"width": 1600, "height": 640})
+    page.set_default_timeout(15_000)
+    log_in(page, live_server, "ops", "correct horse")
 
-            notice = page.locator(".messagelist .warning")
-            notice.wait_for()
-            assert "2 jobs are abandoned" in notice.inner_text()
+    notice = page.locator(".messagelist .warning")
+    notice.wait_for()
+    assert "2 jobs are abandoned" in notice.inner_text()
 
-            page.goto(f"{live_server.url}/admin/jobqueue/job/")
-            page.click("#toggle-nav-sidebar")  # more room for the table in the screenshot
-            page.evaluate("window.scrollTo(0, 0)")
-            page.screenshot(path=str(shots / "admin-changelist.png"))
+    page.goto(f"{live_server.url}/admin/jobqueue/job/")
+    page.click("#toggle-nav-sidebar")  # more room for the table in the screenshot
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(shots / "admin-changelist.png"))
 
-            page.click("a.jobqueue-abandoned-link")
-            page.wait_for_url("**/admin/jobqueue/job/?status__exact=abandoned")
-            rows = page.locator("#result_list tbody tr")
-            assert rows.count() == 2
-            page.check(f'input[name="_selected_action"][value="{job.pk}"]')
-            page.select_option('select[name="action"]', "retry")
-            page.click('button[name="index"]')
-            page.locator(".messagelist .success").wait_for()
-            assert "Retried 1 job." in page.locator(".messagelist").inner_text()
-            assert page.locator("#result_list tbody tr").count() == 1
+    page.click("a.jobqueue-abandoned-link")
+    page.wait_for_url("**/admin/jobqueue/job/?status__exact=abandoned")
+    rows = page.locator("#result_list tbody tr")
+    assert rows.count() == 2
+    page.check(f'input[name="_selected_action"][value="{job.pk}"]')
+    page.select_option('select[name="action"]', "retry")
+    page.click('button[name="index"]')
+    page.locator(".messagelist .success").wait_for()
+    assert "Retried 1 job." in page.locator(".messagelist").inner_text()
+    assert page.locator("#result_list tbody tr").count() == 1
 
-            page.goto(f"{live_server.url}/admin/jobqueue/job/{job.pk}/change/")
-            status = page.locator(".field-status_badge .jobqueue-status")
-            assert status.inner_text() == "pending"
-            page.goto(f"{live_server.url}/admin/jobqueue/job/{other.pk}/change/")
-            page.screenshot(path=str(shots / "admin-job.png"), full_page=True)
+    page.goto(f"{live_server.url}/admin/jobqueue/job/{job.pk}/change/")
+    status = page.locator(".field-status_badge .jobqueue-status")
+    assert status.inner_text() == "pending"
+    page.goto(f"{live_server.url}/admin/jobqueue/job/{other.pk}/change/")
+    page.screenshot(path=str(shots / "admin-job.png"), full_page=True)
 
-            page.goto(f"{live_server.url}/admin/jobqueue/job/")
-            page.click("a.jobqueue-schedules-link")
-            page.wait_for_url("**/admin/jobqueue/schedule/")
-            names = page.locator("#result_list tbody tr th").all_inner_texts()
-            assert names == ["nightly-feed", "ping"]
-            assert "not yet seen by a worker" in page.locator("#result_list").inner_text()
-            # Django 6 draws the separators in CSS, Django 5.2 writes them as text.
-            crumbs = page.locator(".breadcrumbs").inner_text().replace("\u203a", " ")
-            assert crumbs.split() == ["Home", "Jobs", "Schedules"]
-            page.screenshot(path=str(shots / "admin-schedules.png"))
-        finally:
-            browser.close()
+    page.goto(f"{live_server.url}/admin/jobqueue/job/")
+    page.click("a.jobqueue-schedules-link")
+    page.wait_for_url("**/admin/jobqueue/schedule/")
+    names = page.locator("#result_list tbody tr th").all_inner_texts()
+    assert names == ["nightly-feed", "ping"]
+    assert "not yet seen by a worker" in page.locator("#result_list").inner_text()
+    # Django 6 draws the separators in CSS, Django 5.2 writes them as text.
+    crumbs = page.locator(".breadcrumbs").inner_text().replace("\u203a", " ")
+    assert crumbs.split() == ["Home", "Jobs", "Schedules"]
+    page.screenshot(path=str(shots / "admin-schedules.png"))
     assert Job.objects.get(pk=job.pk).status == "pending"
     assert Job.objects.get(pk=other.pk).status == "abandoned"
