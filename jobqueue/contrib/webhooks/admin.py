@@ -95,8 +95,8 @@ class WebhookAdmin(admin.ModelAdmin):
                     f"{d.job.attempts} / {d.job.max_attempts}",
                     d.response or "-",
                     display.first_line(d.job.last_error) or "-",
-                    display.when(d.job.enqueued_at),
-                    display.when(d.job.finished_at),
+                    display.moment(d.job.enqueued_at),
+                    display.moment(d.job.finished_at),
                 )
                 for d in rows
             ),
