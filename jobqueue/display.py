@@ -48,6 +48,26 @@ def status_badge(status: str) -> SafeString:
 EMPTY = "\N{EM DASH}"
 
 
+def status_and_attempts(job: Job) -> SafeString:
+    """The changelist's status column: the badge, then attempts (and crashes, if any)."""
+    attempts = f"{job.attempts} / {job.max_attempts}"
+    if job.crashes:
+        crashes = ngettext("%(count)d crash", "%(count)d crashes", job.crashes)
+        attempts += ", " + crashes % {"count": job.crashes}
+    return format_html(
+        '{}<br><small class="jobqueue-attempts" title="{}">{}</small>',
+        status_badge(job.status),
+        _("attempts / max attempts"),
+        attempts,
+    )
+
+
+def task_name(name: str) -> SafeString:
+    """A task by its own name (``send_welcome``), its module's path on hover."""
+    short = name.rpartition(".")[2] or name
+    return format_html('<span class="jobqueue-task" title="{}">{}</span>', name, short)
+
+
 def first_line(text: str, limit: int = 100) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
