@@ -338,9 +338,18 @@ class Queries:
                         },
                     )
                     # The rows as PostgreSQL's RETURNING reads them: one attempt more, the
-                    # new token, and whether the job is held.
+                    # new token, whether the job is held, and how long it waited.
                     claimed = [
-                        (*row[:6], row[6] + 1, row[7], row[8], tokens[row[0]], row[9], n >= limit)
+                        (
+                            *row[:6],  # id, task_name, queue, priority, args, kwargs
+                            row[6] + 1,  # attempts
+                            row[7],  # max_attempts
+                            row[8],  # crashes
+                            tokens[row[0]],
+                            row[9],  # steps
+                            n >= limit,  # held
+                            float(row[10]),  # waited
+                        )
                         for n, row in enumerate(picked)
                     ]
                 else:
