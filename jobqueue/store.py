@@ -54,6 +54,8 @@ class ClaimedJob:
     # Claimed ahead of the free slots, to wait in line: its row's started_at stays NULL
     # until a slot takes it and the worker's writer records the start (Store.record).
     held: bool = False
+    # The W3C carrier its enqueue stored (jobqueue.tracing), None if enqueued outside a trace.
+    trace_context: dict[str, str] | None = None
 
     @property
     def attempts_left(self) -> bool:
@@ -459,6 +461,7 @@ class Store:
                 token=row[9],
                 steps=loads(row[10]) or {},
                 held=bool(row[11]),
+                trace_context=loads(row[12]),
             )
             for row in rows
         ]
