@@ -1,14 +1,14 @@
 """OpenTelemetry spans for enqueues and attempts; nothing at all without opentelemetry-api.
 
 The one module that imports OpenTelemetry, and only its API (``opentelemetry.trace``,
-``opentelemetry.propagate``), lazily, at the first enqueue or attempt: without the package
+``.propagate``, ``.context``), lazily, at the first enqueue or attempt: without the package
 every function here returns a shared object that does nothing. With the API and no SDK, the
 API's own no-op tracer applies.
 
 - ``enqueue_span`` (the enqueue side, in the caller's thread): a PRODUCER span around the
   INSERT of one call's batch, only when the caller is inside a trace (a valid current span);
-  it gives the W3C carrier (``traceparent``, ``tracestate``, ``baggage``) that the jobs store
-  in ``Job.trace_context``, or ``None``, and the batch stores nothing.
+  it gives the W3C carrier (``traceparent``, ``tracestate``, ``baggage``) that every job of
+  the batch stores in ``Job.trace_context``; outside a trace, ``None``: NULL.
 - ``execute_span`` (a worker's slot thread, or the test kit's): a CONSUMER span per attempt,
   the child of the stored context, current while the handler runs (an async handler's
   coroutine runs in a copy of that context).
@@ -17,6 +17,7 @@ API's own no-op tracer applies.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import cache
@@ -29,8 +30,10 @@ if TYPE_CHECKING:
 TRACER_NAME = "jobqueue"
 # Outcomes of an attempt that are no error of its span: the handler's decisions, not failures.
 NOT_ERRORS = frozenset({"succeeded", "snoozed", "discarded"})
-_Api = tuple[ModuleType, ModuleType, Any, Any]
 SYSTEM = "jobqueue"
+_Api = tuple[ModuleType, ModuleType, Any, Any]
+
+logger = logging.getLogger("jobqueue.worker")
 
 
 class EnqueueTrace:
@@ -170,13 +173,22 @@ def _execute(
         try:
             yield
         except BaseException as exc:
-            ended = outcome(exc)
-            span.set_attribute("jobqueue.outcome", ended)
-            if ended not in NOT_ERRORS:
-                span.record_exception(exc, escaped=True)
-                span.set_status(trace.Status(trace.StatusCode.ERROR, _describe(exc)))
+            _ended(trace, span, outcome(exc), exc, job)
             raise
-        span.set_attribute("jobqueue.outcome", outcome(None))
+        _ended(trace, span, outcome(None), None, job)
+
+
+def _ended(trace: ModuleType, span: Any, ended: str, exc: BaseException | None, job: Any) -> None:
+    """Write the attempt's outcome on its span. Never raises: the span must not change how
+    the attempt ends (a handler's exception whose ``__str__`` raises breaks
+    ``record_exception``, which reads the message)."""
+    try:
+        span.set_attribute("jobqueue.outcome", ended)
+        if exc is not None and ended not in NOT_ERRORS:
+            span.set_status(trace.Status(trace.StatusCode.ERROR, _describe(exc)))
+            span.record_exception(exc)
+    except Exception:
+        logger.warning("job %s: its span missed the outcome %s", job.id, ended, exc_info=True)
 
 
 def _carrier(value: Any) -> Mapping[str, str]:

@@ -258,3 +258,33 @@ def test_a_permanent_error_fails_the_attempt_for_good_with_an_error_status(
     assert (execute.attributes or {})["jobqueue.outcome"] == "failed"
     assert execute.status.status_code == StatusCode.ERROR
     assert execute.status.description == "PermanentError: the card was declined"
+
+
+@pytest.mark.django_db
+def test_a_django_tasks_task_is_traced_as_a_jobqueue_task(spans: InMemorySpanExporter) -> None:
+    pytest.importorskip("django.tasks", reason="django.tasks needs Django 6")
+    from tests.testapp import django_tasks
+
+    with tracer.start_as_current_span("request"):
+        result = django_tasks.add.enqueue(2, b=3)
+    run_jobs()
+    enqueue = one(spans, SpanKind.PRODUCER)
+    execute = one(spans, SpanKind.CONSUMER)
+    assert (enqueue.attributes or {})["jobqueue.job_id"] == int(result.id)
+    assert parent_id(execute) == span_id(enqueue)
+    assert execute.name == "jobqueue execute tests.testapp.django_tasks.add"
+    assert (execute.attributes or {})["jobqueue.outcome"] == "succeeded"
+
+
+@pytest.mark.django_db
+def test_an_exception_whose_text_raises_still_fails_the_attempt_as_itself(
+    spans: InMemorySpanExporter,
+) -> None:
+    with tracer.start_as_current_span("request"):
+        job = tasks.raises_unprintable.enqueue()
+    run_jobs()
+    row = Job.objects.get(pk=job.pk)
+    assert row.status == "failed"
+    assert [error["type"] for error in row.errors] == ["tests.testapp.tasks.Unprintable"] * 2
+    executes = of_kind(spans, SpanKind.CONSUMER)
+    assert [e.status.description for e in executes] == ["Unprintable", "Unprintable"]
