@@ -42,6 +42,9 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
+    # The W3C trace context (traceparent, tracestate) of the enqueue's span, for the worker's
+    # span to continue (jobqueue.tracing); NULL when the job was enqueued outside a trace.
+    trace_context = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
