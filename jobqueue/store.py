@@ -71,6 +71,9 @@ class ClaimedJob:
             return None
         return (self.ended if self.ended is not None else time.monotonic()) - self.began
 
+    # The W3C carrier its enqueue stored (jobqueue.tracing), None if enqueued outside a trace.
+    trace_context: dict[str, str] | None = None
+
     @property
     def attempts_left(self) -> bool:
         return self.attempt < self.max_attempts
@@ -477,6 +480,7 @@ class Store:
                 steps=loads(row[10]) or {},
                 held=bool(row[11]),
                 waited=max(0.0, float(row[12] or 0.0)),
+                trace_context=loads(row[13]),
             )
             for row in rows
         ]

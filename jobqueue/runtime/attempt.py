@@ -10,12 +10,13 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from types import FrameType
 from typing import Any
 
 from django.utils import timezone
 
-from jobqueue import conf
+from jobqueue import conf, tracing
 from jobqueue.arguments import json_problem
 from jobqueue.exceptions import Discard, JobRunAborted, PermanentError, Snooze
 from jobqueue.runtime.cleanup import State, restore_connections, snapshot
@@ -89,8 +90,11 @@ def run(
     job.began = time.monotonic()
     try:
         try:
+            # The attempt's span (OpenTelemetry, if installed) covers the handler only: the
+            # outcome's write is the worker's, and a success is written later, in a batch.
             try:
-                value = _outcome(attempt, store)
+                with tracing.execute_span(job, partial(span_outcome, job)):
+                    value = _outcome(attempt, store)
             finally:
                 job.ended = time.monotonic()
         except Snooze as snooze:
@@ -126,6 +130,24 @@ def run(
         logger.warning("outcome discarded: %s", exc)
         store.aborted(job, worker)
     return False
+
+
+def span_outcome(job: ClaimedJob, raised: BaseException | None) -> str:
+    """How ``run`` ends an attempt whose handler returned (``None``) or raised ``raised``, in
+    the words of the Sentry tags: the execute span's ``jobqueue.outcome``. A success is the
+    handler's checked value; the writer records it a moment later."""
+    if raised is None:
+        return "succeeded"
+    if isinstance(raised, Snooze):
+        return "snoozed"
+    if isinstance(raised, Discard):
+        return "discarded"
+    if isinstance(raised, JobRunAborted):
+        return "aborted"  # the fence refused its outcome: logged and discarded
+    permanent = isinstance(raised, PermanentError) or (
+        isinstance(raised, HandlerLeftTransaction) and raised.permanent
+    )
+    return "failed" if permanent or not job.attempts_left else "retry"
 
 
 class HandlerLeftTransaction(Exception):

@@ -9,13 +9,15 @@
 -- row whose idempotency key an unfinished job already holds is skipped by the partial unique
 -- index, never by a read-then-write.
 -- ("WHERE true" keeps the parser from reading ON CONFLICT as a join constraint.)
+-- trace_context is one value for the whole batch (the enqueue span's carrier, or NULL).
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
-    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
+    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at,
+    trace_context
 )
 SELECT %(task_name)s, %(queue)s, %(priority)s, r.value -> 0, r.value -> 1, 'pending',
        %(run_at)s, 0, %(max_attempts)s, 0, %(on_crash)s, r.value ->> 2, '', '[]', '{}',
-       %(now)s, %(now)s
+       %(now)s, %(now)s, json(%(trace_context)s)
 FROM json_each(%(rows)s) AS r
 WHERE true
 ON CONFLICT DO NOTHING
@@ -25,12 +27,13 @@ RETURNING id, idempotency_key;
 -- The same for one job. json() stores the arguments minified, as the batch does.
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
-    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
+    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at,
+    trace_context
 )
 VALUES (
     %(task_name)s, %(queue)s, %(priority)s, json(%(args)s), json(%(kwargs)s), 'pending',
     %(run_at)s, 0, %(max_attempts)s, 0, %(on_crash)s, %(idempotency_key)s, '', '[]', '{}',
-    %(now)s, %(now)s
+    %(now)s, %(now)s, json(%(trace_context)s)
 )
 ON CONFLICT DO NOTHING
 RETURNING id, idempotency_key;
@@ -87,7 +90,7 @@ WHERE jobqueue_job.id = picked.id
 RETURNING id, task_name, queue, priority, args, kwargs, attempts, max_attempts, crashes,
           token, steps, typeof(started_at) = 'null' AS held,
           -- Seconds from due to this claim, for job_started's wait.
-          (julianday(%(now)s) - julianday(run_at)) * 86400.0 AS waited;
+          (julianday(%(now)s) - julianday(run_at)) * 86400.0 AS waited, trace_context;
 
 -- name: record_started
 -- The starts of held jobs a slot has taken since the writer's last statement, recorded in
