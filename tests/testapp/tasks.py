@@ -312,3 +312,25 @@ def _backoff_forever(attempt):
 @task(max_attempts=2, backoff=_backoff_forever)
 def backs_off_forever():
     raise ValueError("failed; see you in 31,709 years")
+
+
+@task(takes_context=True)
+def until_cancelled(ctx, label="cancel", seconds=60):
+    """Record a start, wait for ``ctx.cancelled``, record the moment it was seen, and then
+    return anyway: a late success the fence must refuse."""
+    record(f"{label}:start", ctx)
+    if ctx.cancelled.wait(seconds):
+        record(f"{label}:cancelled", ctx)
+    return f"{label} finished late"
+
+
+@task(takes_context=True)
+async def async_until_cancelled(ctx, label="async-cancel", seconds=60):
+    """Record a start and sleep; record the moment the coroutine is cancelled."""
+    await asyncio.to_thread(record, f"{label}:start", ctx)
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        await asyncio.to_thread(record, f"{label}:cancelled", ctx)
+        raise
+    return f"{label} slept"
