@@ -20,7 +20,7 @@ import time
 from typing import Protocol
 
 from jobqueue import conf
-from jobqueue.channel import NOTIFY_CHANNEL
+from jobqueue.channel import CANCEL_PREFIX, NOTIFY_CHANNEL
 from jobqueue.runtime.listener import Listener, connection_target
 from jobqueue.runtime.watcher import Watcher
 from jobqueue.store import Store
@@ -115,10 +115,12 @@ class Service:
 
         The payload is a queue name (an enqueue, an operator's Retry), or ``cancel:<id>``
         (``jobqueue.channel.CANCEL_PREFIX``: an operator discarded a running job). A worker
-        wakes only for the queues it serves, and checks a cancel against the jobs it runs;
-        a service that knows neither, like one older than the cancel payload, just wakes.
+        wakes only for the queues it serves, and checks a cancel against the jobs it runs.
+        Here (the supervisor) a cancel brings no work, so it does not wake the loop; a
+        service older than the cancel payload took it for a queue and woke once: harmless.
         """
-        self.control.wake()
+        if not payload.startswith(CANCEL_PREFIX):
+            self.control.wake()
 
     def committed(self) -> None:
         """Another connection committed to the SQLite file (on the watcher's thread): wake

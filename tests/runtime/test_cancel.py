@@ -3,11 +3,13 @@ sync and an async attempt, and the fence that still refuses what they write late
 
 import logging
 import threading
+import time
 
 import pytest
 from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 
+from jobqueue import conf
 from jobqueue.channel import CANCEL_PREFIX
 from jobqueue.models import Job
 from jobqueue.runtime import attempt as attempts
@@ -16,6 +18,8 @@ from jobqueue.runtime.attempt import Attempt
 from jobqueue.runtime.cancel import Canceller
 from jobqueue.runtime.executor import Executor
 from jobqueue.runtime.outage import Health
+from jobqueue.runtime.service import Service
+from jobqueue.runtime.worker import Worker
 from jobqueue.store import Store
 from tests.conftest import wait_for
 from tests.factories import JobFactory
@@ -227,3 +231,29 @@ def test_an_async_attempt_cancelled_before_its_coroutine_starts_is_cancelled_at_
     assert not thread.is_alive(), "it did not sleep its 60 s"
     assert not Execution.objects.filter(label="early:cancelled").exists(), "never got that far"
     assert Job.objects.get(pk=job.id).status == "discarded"
+
+
+def test_a_cancel_payload_wakes_neither_the_supervisor_nor_a_worker_that_holds_none():
+    """Only a queue name is news of work; a worker holding the job named is woken."""
+    service = Service(store=Store(), settings=conf.get(), listen=False)
+    service.notified("cancel:7")
+    assert not service.control.sleep(time.monotonic())
+    service.notified("default")
+    assert service.control.sleep(time.monotonic())
+
+    worker = Worker()  # never started: its listener or watcher stays off
+    worker.notified("cancel:7")
+    assert not worker.control.sleep(time.monotonic())
+    worker.notified("default")
+    assert worker.control.sleep(time.monotonic())
+    parts = Parts(count=1)
+    worker.executor = parts.executor
+    worker.canceller = Canceller(
+        store=worker.store,
+        worker="w",
+        executor=parts.executor,
+        health=Health("w"),
+        wake=worker.control.wake,
+    )
+    worker.notified(f"cancel:{parts.attempts[0].job.id}")
+    assert worker.control.sleep(time.monotonic())
