@@ -1,8 +1,16 @@
-"""Run one attempt of a job and write its outcome through the store."""
+"""Run one attempt of a job and write its outcome through the store.
+
+An attempt is cancelled (``Attempt.cancel()``, from any thread) when it should stop: its
+job was discarded by an operator, its lease was lost, or it ran past its timeout. Its
+``cancelled`` event, the handler's ``ctx.cancelled``, is set; an ``async def`` handler's
+coroutine is also cancelled on its own event loop. A sync handler cannot be interrupted:
+it stops when it checks ``ctx.cancelled``. Whatever it writes afterwards, the fence refuses.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import threading
@@ -52,6 +60,40 @@ class Attempt:
     # Told when this attempt puts its job back to be due in so many seconds (retry, snooze),
     # so that this process's worker wakes for it without waiting for a poll.
     on_scheduled: Callable[[float], None] = field(default=lambda delay: None)
+    # While an async handler runs: its event loop and the task that runs it, so that
+    # cancel() can reach the coroutine from another thread. Guarded by _lock.
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False, compare=False)
+    _task: asyncio.Task[Any] | None = field(default=None, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def cancel(self) -> bool:
+        """Tell the handler to stop, from any thread; False if it was told before.
+
+        Sets ``cancelled`` (``ctx.cancelled``) and, for an ``async def`` handler, cancels
+        its coroutine on its loop: the ``await`` it is in raises ``CancelledError``.
+        """
+        with self._lock:
+            if self.cancelled.is_set():
+                return False
+            self.cancelled.set()
+            loop, task = self._loop, self._task
+        if loop is not None and task is not None:
+            # A loop closed meanwhile raises RuntimeError: the handler has returned.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel)
+        return True
+
+    def bind_loop(self, task: asyncio.Task[Any] | None) -> None:
+        """Record (or, with None, forget) the task that runs this attempt's async handler,
+        on the loop's own thread; a cancel that came before it started cancels it now."""
+        with self._lock:
+            if task is None:
+                self._loop = self._task = None
+                return
+            self._loop, self._task = task.get_loop(), task
+            already = self.cancelled.is_set() and not self.timed_out
+        if already:
+            task.cancel()
 
     @property
     def timeout(self) -> float:
@@ -69,6 +111,10 @@ class Attempt:
 
 class AttemptTimeout(Exception):
     """The attempt ran past its task's timeout."""
+
+
+class AttemptCancelled(Exception):
+    """The attempt's async handler was cancelled: its job was discarded, or its lease lost."""
 
 
 def run(
@@ -240,11 +286,22 @@ def _call(attempt: Attempt, store: Store, args: list[Any], kwargs: dict[str, Any
         return task.func(*args, **kwargs)
 
     async def bounded() -> Any:
+        attempt.bind_loop(asyncio.current_task())
         try:
             return await asyncio.wait_for(task.func(*args, **kwargs), attempt.timeout or None)
         except TimeoutError:
             attempt.cancelled.set()
             raise AttemptTimeout(timeout_message(attempt)) from None
+        except asyncio.CancelledError:
+            if not attempt.cancelled.is_set():
+                raise  # not ours: the handler's own doing, reported as it is
+            # Its outcome is refused by the fence anyway; this says why in the log.
+            raise AttemptCancelled(
+                f"job {attempt.job.id}: the attempt was cancelled while it ran (discarded, "
+                "or its lease lost)"
+            ) from None
+        finally:
+            attempt.bind_loop(None)
 
     return asyncio.run(bounded())
 

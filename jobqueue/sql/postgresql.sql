@@ -263,6 +263,15 @@ WHERE worker = %(worker)s AND status = 'running'
   AND lease_until > now() + make_interval(secs => %(buffer)s)
 RETURNING id;
 
+-- name: held_jobs
+-- Which of the jobs this worker holds (by id and claim token) are still its own: running
+-- with the same token. A job missing was discarded (or taken over): its attempt is
+-- cancelled. A read by primary key, for the cancel of a discarded job.
+SELECT id FROM jobqueue_job
+WHERE id = ANY(%(ids)s::bigint[])
+  AND worker = %(worker)s AND status = 'running'
+  AND token = ANY(%(tokens)s::text[]);
+
 -- name: unclaim
 -- Hand back jobs this worker claimed ahead and never started: pending again, as if never
 -- claimed, with no attempt spent and no crash counted. Fenced like every worker write.
@@ -460,10 +469,13 @@ GROUP BY 1;
 
 -- name: operator_discard
 -- Any job but a succeeded (or already discarded) one -> discarded. Clearing the token fences
--- off a running job's worker: its heartbeat renews nothing (and sets ctx.cancelled), and its
--- outcome is refused. The lease is kept, so that a Retry waits until it has run out and the
+-- off a running job's worker: it cancels the attempt (ctx.cancelled), and its outcome is
+-- refused. The lease is kept, so that a Retry waits until it has run out and the
 -- old attempt cannot still be running. Only a running job has a lease, so the lease returned
--- tells the store how many were running.
+-- tells the store how many were running. Each running job's worker is told at once: a
+-- notification 'cancel:<id>' (channel.CANCEL_PREFIX), which PostgreSQL delivers at commit
+-- only, so a dry run or a rollback cancels nothing; the worker confirms it with
+-- held_jobs before it cancels the attempt.
 WITH selected(id) AS (
     {selection}
 )
@@ -471,7 +483,9 @@ UPDATE jobqueue_job AS job
 SET status = 'discarded', token = NULL, finished_at = now(), updated_at = now()
 WHERE job.id IN (SELECT id FROM selected)
   AND job.status IN ('pending', 'running', 'failed', 'abandoned')
-RETURNING job.id, job.lease_until;
+RETURNING job.id, job.lease_until,
+    CASE WHEN job.lease_until IS NOT NULL
+         THEN pg_notify(%(channel)s, %(cancel_prefix)s || job.id::text) END;
 
 -- name: operator_discard_skipped
 -- The status of each selected job operator_discard left alone, counted, for the report.

@@ -219,6 +219,16 @@ WHERE worker = %(worker)s AND status = 'running'
   AND lease_until > %(fence)s
 RETURNING id;
 
+-- name: held_jobs
+-- Which of the jobs this worker holds (by id and claim token) are still its own: running
+-- with the same token. A job missing was discarded (or taken over): its attempt is
+-- cancelled. A read by primary key, for the cancel of a discarded job (SQLite has no
+-- NOTIFY: the worker asks after another connection's commit, at most every 0.5 s).
+SELECT id FROM jobqueue_job
+WHERE id IN (SELECT value FROM json_each(%(ids)s))
+  AND worker = %(worker)s AND status = 'running'
+  AND token IN (SELECT value FROM json_each(%(tokens)s));
+
 -- name: unclaim
 -- Hand back jobs this worker claimed ahead and never started: pending again, as if never
 -- claimed, with no attempt spent and no crash counted. Fenced like every worker write.
@@ -408,9 +418,10 @@ GROUP BY 1;
 
 -- name: operator_discard
 -- Any job but a succeeded (or already discarded) one -> discarded. Clearing the token fences
--- off a running job's worker: its heartbeat renews nothing (and sets ctx.cancelled), and its
--- outcome is refused. The lease is kept, so that a Retry waits until it has run out and the
--- old attempt cannot still be running. Only a running job has a lease, so the lease returned
+-- off a running job's worker: it sees the change at its next look after this commit
+-- (held_jobs) and cancels the attempt (ctx.cancelled), and its outcome is refused. The
+-- lease is kept, so that a Retry waits until it has run out and the old attempt cannot
+-- still be running. Only a running job has a lease, so the lease returned
 -- tells the store how many were running.
 WITH selected(id) AS (
     {selection}

@@ -338,3 +338,25 @@ async def async_current_span():
 def enqueues_add():
     """Enqueue a job from a handler: its enqueue span is a child of this attempt's."""
     return add.enqueue(1, 1).id
+
+
+@task(takes_context=True)
+def until_cancelled(ctx, label="cancel", seconds=60):
+    """Record a start, wait for ``ctx.cancelled``, record the moment it was seen, and then
+    return anyway: a late success the fence must refuse."""
+    record(f"{label}:start", ctx)
+    if ctx.cancelled.wait(seconds):
+        record(f"{label}:cancelled", ctx)
+    return f"{label} finished late"
+
+
+@task(takes_context=True)
+async def async_until_cancelled(ctx, label="async-cancel", seconds=60):
+    """Record a start and sleep; record the moment the coroutine is cancelled."""
+    await asyncio.to_thread(record, f"{label}:start", ctx)
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        await asyncio.to_thread(record, f"{label}:cancelled", ctx)
+        raise
+    return f"{label} slept"
