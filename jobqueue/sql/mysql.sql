@@ -280,6 +280,17 @@ UPDATE jobqueue_job
 SET lease_until = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND
 WHERE id IN (SELECT id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id bigint PATH '$')) AS i);
 
+-- name: held_jobs
+-- Which of the jobs this worker holds (by id and claim token) are still its own: running
+-- with the same token. A job missing was discarded (or taken over): its attempt is
+-- cancelled. A read by primary key, for the cancel of a discarded job. MySQL has no NOTIFY
+-- and no file to watch: a worker learns of a discard from its heartbeat (renew_leases
+-- misses the job), every LEASE / 3, or at once when the discard ran in its own process.
+SELECT id FROM jobqueue_job
+WHERE id IN (SELECT id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id bigint PATH '$')) AS i)
+  AND worker = %(worker)s AND status = 'running'
+  AND JSON_CONTAINS(%(tokens)s, JSON_QUOTE(token));
+
 -- name: unclaim_lock
 -- Jobs this worker claimed ahead and never started, to hand back; fenced like every worker
 -- write (as renew_leases_lock).

@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 import pytest
 from django.utils import timezone
@@ -28,7 +29,7 @@ import jobqueue.sql
 from jobqueue import conf, states
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.models import Job
-from jobqueue.sql import SUPPORTED_VENDORS, load
+from jobqueue.sql import SUPPORTED_VENDORS, Queries, load
 from jobqueue.store import ClaimedJob, ClaimScope, Store, success
 from jobqueue.tasks import Call
 from tests.testapp import tasks
@@ -91,6 +92,13 @@ def explain_every_row(store: Store, jobs: list[ClaimedJob]) -> None:
     Job.objects.update(errors=[{"type": "WorkerLost", "message": "", "attempt": 1}])
     words = [{"id": job.id, "message": CRASH} for job in jobs]
     assert store.queries.execute("explain_recovered", {"words": json.dumps(words)}) == len(jobs)
+
+
+def without_insert_returning(enqueue: Callable[[], Any]) -> Any:
+    """``enqueue()`` as on MySQL 8, which has no INSERT ... RETURNING (only MySQL's vendor
+    asks)."""
+    with mock.patch.object(Queries, "insert_returning", new=property(lambda self: False)):
+        return enqueue()
 
 
 # The scope of a writer statement that records and claims nothing.
@@ -226,6 +234,15 @@ CASES = [
         "enqueue a batch with keys",
         both("enqueue"),
         lambda store, jobs: tasks.add.enqueue_many([Call((1, 2), {}, "k1"), (3, 4)]),
+        frozenset(),
+    ),
+    Case(
+        # MySQL 8 has no INSERT ... RETURNING: one insert per job (MariaDB made to take it).
+        "enqueue a batch without INSERT ... RETURNING",
+        {"postgresql": "enqueue", "sqlite": "enqueue", "mysql": "enqueue_one_plain"},
+        lambda store, jobs: without_insert_returning(
+            lambda: tasks.add.enqueue_many([Call((1, 2), {}, "k1"), (3, 4)])
+        ),
         frozenset(),
     ),
     Case(
