@@ -1,24 +1,25 @@
 """The database-derived gauges, read at scrape time: how many jobs each queue holds per
 state, how late its oldest due job is, and how many workers each pool has live.
 
-Three statements per scrape, whatever the table's size: a count grouped by queue and status
-over the statuses a healthy table holds few of (the ``(queue, status)`` index; succeeded and
-discarded rows, the bulk of a table, are never read), the oldest due job per queue (its
-earliest ``run_at``), and the live worker rows per pool.
+Two statements per scrape, whatever the table's size (and an estimate for a count past
+``CAP``): one over the ``(queue, status, run_at)`` index that finds the queues by skipping
+through it and reads, per queue, each state's range up to ``CAP`` entries and the first due
+entry (succeeded and discarded rows, the bulk of a table, are never read); and the live
+worker rows per pool.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from django.db import DEFAULT_DB_ALIAS
-from django.db.models import Count, Min, Q
+from django.db.models import Count
 from django.utils import timezone
 
 from jobqueue import conf, overview, states
-from jobqueue.models import Job
+from jobqueue.sql import Queries
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -26,6 +27,18 @@ if TYPE_CHECKING:
 # The states of jobqueue_queue_jobs: due and scheduled are pending jobs whose run_at has come
 # or not yet.
 QUEUE_STATES = ("due", "scheduled", "running", "failed", "abandoned")
+# Each count reads at most this many index entries; past it, an estimate (see counts()).
+CAP = 1_000
+EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC)
+LATEST = dt.datetime.max.replace(tzinfo=dt.UTC)
+# Each state as a status and a range of run_at, (after, before], from the time now.
+RANGES: dict[str, Callable[[dt.datetime], tuple[str, dt.datetime, dt.datetime]]] = {
+    "due": lambda now: (states.PENDING, EARLIEST, now),
+    "scheduled": lambda now: (states.PENDING, now, LATEST),
+    "running": lambda now: (states.RUNNING, EARLIEST, LATEST),
+    "failed": lambda now: (states.FAILED, EARLIEST, LATEST),
+    "abandoned": lambda now: (states.ABANDONED, EARLIEST, LATEST),
+}
 
 
 class DatabaseCollector:
@@ -40,7 +53,6 @@ class DatabaseCollector:
     def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import GaugeMetricFamily
 
-        now = timezone.now()
         jobs = GaugeMetricFamily(
             "jobqueue_queue_jobs",
             "Jobs per queue and state (due, scheduled, running, failed, abandoned).",
@@ -51,8 +63,7 @@ class DatabaseCollector:
             "Seconds the oldest due job of each queue has been due (0: none due).",
             labels=["queue"],
         )
-        counts = self.counts(now)
-        late = self.oldest_due(now)
+        counts, late = self.counts()
         for queue in sorted(set(counts) | self.settings.named_queues):
             by_state = counts.get(queue, {})
             for state in QUEUE_STATES:
@@ -70,38 +81,28 @@ class DatabaseCollector:
             workers.add_metric([pool], live.get(pool, 0))
         yield workers
 
-    def counts(self, now: dt.datetime) -> dict[str, dict[str, int]]:
-        """Queue -> state -> jobs, from one statement over the ``(queue, status)`` index."""
-        rows = (
-            Job.objects.using(self.using)
-            .filter(status__in=overview.COUNTED)
-            .order_by()
-            .values("queue", "status")
-            .annotate(
-                n=Count("id"),
-                due=Count("id", filter=Q(status=states.PENDING, run_at__lte=now)),
-            )
-        )
-        counts: dict[str, dict[str, int]] = {}
-        for row in rows:
-            by_state = counts.setdefault(row["queue"], {})
-            if row["status"] == states.PENDING:
-                by_state["due"] = row["due"]
-                by_state["scheduled"] = row["n"] - row["due"]
-            else:
-                by_state[row["status"]] = row["n"]
-        return counts
+    def counts(self) -> tuple[dict[str, dict[str, int]], dict[str, float]]:
+        """Queue -> state -> jobs, and queue -> seconds its oldest due job has been due.
 
-    def oldest_due(self, now: dt.datetime) -> dict[str, float]:
-        """Queue -> seconds since its oldest due job fell due."""
-        rows = (
-            Job.objects.using(self.using)
-            .filter(status=states.PENDING, run_at__lte=now)
-            .order_by()
-            .values("queue")
-            .annotate(oldest=Min("run_at"))
-        )
-        return {row["queue"]: max(0.0, (now - row["oldest"]).total_seconds()) for row in rows}
+        Each count is exact up to CAP; past it, PostgreSQL's planner estimates it (never
+        less than CAP) and SQLite counts it.
+        """
+        queries = Queries(self.using)
+        counts: dict[str, dict[str, int]] = {}
+        late: dict[str, float] = {}
+        for queue, *found, oldest in queries.queue_gauges(CAP):
+            counts[queue] = dict(zip(QUEUE_STATES, found, strict=True))
+            if oldest is not None:
+                late[queue] = oldest
+        now = timezone.now()
+        for queue, by_state in counts.items():
+            for state, n in by_state.items():
+                if n >= CAP:
+                    status, after, before = RANGES[state](now)
+                    by_state[state] = max(
+                        CAP, queries.queue_state_rows(queue, status, after, before)
+                    )
+        return counts, late
 
     def live_workers(self) -> dict[str, int]:
         rows = (

@@ -84,3 +84,27 @@ def test_wrapped_in_staff_member_required_it_sends_others_to_log_in(client, admi
 
 def test_only_get(client):
     assert client.post("/metrics/jobs").status_code == 405
+
+
+def test_past_the_cap_a_count_is_estimated_on_postgresql_and_counted_on_sqlite(
+    client, monkeypatch, vendor
+):
+    from django.db import connection
+
+    from jobqueue.metrics import gauges
+
+    monkeypatch.setattr(gauges, "CAP", 3)
+    now = timezone.now()
+    JobFactory.create_batch(40, queue="emails", run_at=now - dt.timedelta(seconds=5))
+    JobFactory(queue="emails", run_at=now + dt.timedelta(hours=1))
+    if vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE jobqueue_job")
+    samples = scrape(client)
+    due = samples[("jobqueue_queue_jobs", (("queue", "emails"), ("state", "due")))]
+    # Below the cap: exact.
+    assert samples[("jobqueue_queue_jobs", (("queue", "emails"), ("state", "scheduled")))] == 1
+    if vendor == "sqlite":
+        assert due == 40
+    else:  # the planner's estimate from fresh statistics: near, and never below the cap
+        assert 20 <= due <= 80
