@@ -64,7 +64,10 @@ class Job(models.Model):
             ),
             # Retention prunes by status and age; the admin filters by status.
             models.Index(fields=["status", "finished_at"], name="jobqueue_job_status_finished"),
-            models.Index(fields=["queue", "status"], name="jobqueue_job_queue_status"),
+            # Per queue and status (the overview, the admin's filters); with run_at, the
+            # metrics' due and scheduled counts and a queue's oldest due job are a range of
+            # it, read without the table.
+            models.Index(fields=["queue", "status", "run_at"], name="jobqueue_job_queue_due"),
         ]
         constraints = [
             # At most one unfinished job per key, enforced by the database so two concurrent

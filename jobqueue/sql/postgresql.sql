@@ -529,3 +529,42 @@ SELECT pg_backend_pid();
 -- Sent from a second connection to the channel the listener alone listens on: whether it
 -- arrives tells a session-mode pooler (LISTEN works) from a transaction-mode one (it does not).
 SELECT pg_notify(%(channel)s, '');
+
+-- name: queue_gauges
+-- The metrics' gauges per queue, each count stopping at %(cap)s rows: the queues found by
+-- skipping through jobqueue_job_queue_due (one probe per queue, not a scan of the table),
+-- then per queue a range of that index for each state, and its oldest due job (its first
+-- entry). Seconds late from the database clock.
+WITH RECURSIVE queues (name) AS (
+    SELECT min(queue) FROM jobqueue_job
+    UNION ALL
+    SELECT (SELECT min(j.queue) FROM jobqueue_job j WHERE j.queue > queues.name)
+    FROM queues WHERE queues.name IS NOT NULL
+)
+SELECT q.name,
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'pending' AND j.run_at <= now() LIMIT %(cap)s) AS c),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'pending' AND j.run_at > now() LIMIT %(cap)s) AS c),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'running' LIMIT %(cap)s) AS c),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'failed' LIMIT %(cap)s) AS c),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'abandoned' LIMIT %(cap)s) AS c),
+    (SELECT extract(epoch FROM now() - min(j.run_at)) FROM jobqueue_job j
+        WHERE j.queue = q.name AND j.status = 'pending' AND j.run_at <= now())
+FROM queues q
+WHERE q.name IS NOT NULL;
+
+-- name: without_jit
+-- For the rest of this transaction: no JIT compilation. queue_gauges reads a few thousand
+-- index entries at most, but its subqueries' estimates add up past jit_above_cost, and
+-- compiling it took longer (0.7 s) than running it.
+SET LOCAL jit = off;
+
+-- name: queue_state_estimate
+-- The planner's estimate of one queue's jobs in one status with run_at in (after, before]:
+-- an EXPLAIN, no rows read. For a count past the gauges' cap.
+EXPLAIN (FORMAT JSON) SELECT 1 FROM jobqueue_job
+WHERE queue = %(queue)s AND status = %(status)s AND run_at <= %(before)s AND run_at > %(after)s;

@@ -448,3 +448,36 @@ GROUP BY 1;
 -- that changes when another connection has committed to the file since this one last
 -- asked. It reads no table.
 PRAGMA data_version;
+
+-- name: queue_gauges
+-- The metrics' gauges per queue, each count stopping at %(cap)s rows: the queues found by
+-- skipping through jobqueue_job_queue_due (one probe per queue, not a scan of the table),
+-- then per queue a range of that index for each state, and its oldest due job (its first
+-- entry). Seconds late from %(now)s. No estimate here: past the cap, counted exactly.
+WITH RECURSIVE queues (name) AS (
+    SELECT min(queue) FROM jobqueue_job
+    UNION ALL
+    SELECT (SELECT min(j.queue) FROM jobqueue_job j WHERE j.queue > queues.name)
+    FROM queues WHERE queues.name IS NOT NULL
+)
+SELECT q.name,
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'pending' AND j.run_at <= %(now)s LIMIT %(cap)s)),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'pending' AND j.run_at > %(now)s LIMIT %(cap)s)),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'running' LIMIT %(cap)s)),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'failed' LIMIT %(cap)s)),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'abandoned' LIMIT %(cap)s)),
+    (SELECT (julianday(%(now)s) - julianday(min(j.run_at))) * 86400.0 FROM jobqueue_job j
+        WHERE j.queue = q.name AND j.status = 'pending' AND j.run_at <= %(now)s)
+FROM queues q
+WHERE q.name IS NOT NULL;
+
+-- name: queue_state_estimate
+-- One queue's jobs in one status with run_at in (after, before], counted: past the
+-- gauges' cap, where PostgreSQL would estimate (SQLite keeps no statistics to ask).
+SELECT count(*) FROM jobqueue_job
+WHERE queue = %(queue)s AND status = %(status)s AND run_at <= %(before)s AND run_at > %(after)s;
