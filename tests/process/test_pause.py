@@ -1,12 +1,16 @@
 """A paused queue with a real worker: its job does not start while paused, and starts within
-a second of the resume (PostgreSQL: the NOTIFY; SQLite: the commit watcher)."""
+a second of the resume (PostgreSQL: the NOTIFY; SQLite: the commit watcher). And the health
+probe against real workers."""
 
 import time
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 
 from jobqueue import pauses
 from jobqueue.models import Job
+from jobqueue.models import Worker as WorkerRow
 from jobqueue.sql import Queries
 from tests.conftest import wait_for
 from tests.process.test_wakeup import idle_worker
@@ -48,3 +52,26 @@ def test_a_paused_queues_job_waits_and_starts_within_a_second_of_resume(start_wo
         timeout=10,
         message="the job to succeed",
     )
+
+
+def test_jobs_health_fails_until_a_real_worker_serves_the_queue(start_worker):
+    # A job of a task no worker registered stays due whoever serves its queue, so the
+    # probe's answer changes with the workers alone.
+    Job.objects.create(task_name="shop.tasks.not_deployed_yet", queue="feeds")
+    start_worker("--queue", "emails")
+    wait_for(lambda: WorkerRow.objects.count() == 1, timeout=30, message="the first worker")
+    code, out = health()
+    assert code == 1, out
+    assert out.startswith('problem: queue "feeds": 1 due job(s) and no live worker serves it')
+    start_worker("--queue", "feeds")
+    wait_for(lambda: WorkerRow.objects.count() == 2, timeout=30, message="the second worker")
+    assert health() == (0, "healthy\n")
+
+
+def health():
+    out = StringIO()
+    try:
+        call_command("jobs", "health", stdout=out)
+    except SystemExit as exit:
+        return exit.code, out.getvalue()
+    return 0, out.getvalue()
