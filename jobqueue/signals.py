@@ -13,12 +13,23 @@ logger = logging.getLogger("jobqueue")
 # operator retried did (its transaction committed). Arguments: queue, database.
 jobs_committed = Signal()
 
-# A worker started an attempt. Arguments: job_id, task_name, attempt, worker.
+# A worker started an attempt: a job claimed for a free slot once its claim committed, a job
+# claimed ahead when a slot takes it from the line. Arguments: job_id, task_name, queue,
+# attempt, worker, wait (seconds from the job falling due, its run_at, to this start).
 job_started = Signal()
 
-# An attempt ended and its outcome was written. Arguments: job_id, task_name, status
-# (the job's new status), attempt, worker.
+# An attempt ended and its outcome was written. Arguments: job_id, task_name, queue, status
+# (the job's new status), outcome (OUTCOMES: "retried" and "snoozed" both leave the job
+# pending), attempt, worker, duration (seconds its handler ran; None if it never began).
 job_finished = Signal()
+
+# An attempt ended and the fence refused its outcome: the job was discarded by an operator,
+# or recovered, while it ran, and nothing was written. Arguments: job_id, task_name, queue,
+# attempt, worker, duration.
+job_aborted = Signal()
+
+# What job_finished's ``outcome`` may be.
+OUTCOMES = ("succeeded", "failed", "retried", "snoozed", "discarded")
 
 # An operator (admin, ``manage.py jobs``, a script) sent jobs back to pending. Arguments:
 # job_ids (the ids retried), using (the database alias).

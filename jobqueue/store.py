@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,21 @@ class ClaimedJob:
     # Claimed ahead of the free slots, to wait in line: its row's started_at stays NULL
     # until a slot takes it and the worker's writer records the start (Store.record).
     held: bool = False
+    # Seconds from due (run_at) to the claim, and time.monotonic() at the claim: with the
+    # time a held job waited in line, the wait that job_started reports.
+    waited: float = 0.0
+    claimed: float = field(default_factory=time.monotonic)
+    # time.monotonic() when its handler began and when it returned or raised, for the
+    # duration that job_finished reports; set by the attempt.
+    began: float | None = None
+    ended: float | None = None
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds its handler ran, once it has begun (until now while it runs)."""
+        if self.began is None:
+            return None
+        return (self.ended if self.ended is not None else time.monotonic()) - self.began
 
     @property
     def attempts_left(self) -> bool:
@@ -220,11 +236,12 @@ class Store:
                 self._succeeded(d.job, scope.worker)
             else:
                 logger.warning("outcome discarded: %s", _refused(d.job, "succeed"))
+                self.aborted(d.job, scope.worker)
         return claimed
 
     def _succeeded(self, job: ClaimedJob, worker: str) -> None:
         logger.info("job %s (%s) succeeded on attempt %s", job.id, job.task_name, job.attempt)
-        self._finished(job, states.SUCCEEDED, worker)
+        self._finished(job, states.SUCCEEDED, "succeeded", worker)
 
     def retry(self, job: ClaimedJob, error: dict[str, Any], delay: float, *, worker: str) -> None:
         """running -> pending after ``delay`` seconds; the failed attempt stays counted.
@@ -255,7 +272,7 @@ class Store:
             delay,
             summary(error),
         )
-        self._finished(job, states.PENDING, worker)
+        self._finished(job, states.PENDING, "retried", worker)
 
     def fail(self, job: ClaimedJob, error: dict[str, Any], *, worker: str) -> None:
         """running -> failed; the row and its error history stay for an operator."""
@@ -269,7 +286,7 @@ class Store:
             job.max_attempts,
             summary(error),
         )
-        self._finished(job, states.FAILED, worker)
+        self._finished(job, states.FAILED, "failed", worker)
 
     def discard(self, job: ClaimedJob, error: dict[str, Any], *, worker: str) -> None:
         """running -> discarded: the handler raised ``Discard``, its work has no purpose left.
@@ -286,7 +303,7 @@ class Store:
             job.attempt,
             summary(error),
         )
-        self._finished(job, states.DISCARDED, worker)
+        self._finished(job, states.DISCARDED, "discarded", worker)
 
     def snooze(self, job: ClaimedJob, seconds: float, *, worker: str) -> None:
         """running -> pending after ``seconds`` (clamped to ``conf.MAX_DELAY``), giving the
@@ -302,7 +319,7 @@ class Store:
         if not written:
             return
         logger.info("job %s (%s) snoozed for %.3g s", job.id, job.task_name, seconds)
-        self._finished(job, states.PENDING, worker)
+        self._finished(job, states.PENDING, "snoozed", worker)
 
     def fail_unstorable(
         self, job: ClaimedJob, what: str, exc: BaseException, *, worker: str
@@ -333,7 +350,7 @@ class Store:
             job.attempt,
             summary(entry),
         )
-        self._finished(job, states.FAILED, worker)
+        self._finished(job, states.FAILED, "failed", worker)
 
     def _outcome(
         self,
@@ -459,6 +476,7 @@ class Store:
                 token=row[9],
                 steps=loads(row[10]) or {},
                 held=bool(row[11]),
+                waited=max(0.0, float(row[12] or 0.0)),
             )
             for row in rows
         ]
@@ -473,23 +491,46 @@ class Store:
                 job.attempt,
                 ", held until a slot frees" if job.held else "",
             )
-            signals.job_started.send(
-                sender=Store,
-                job_id=job.id,
-                task_name=job.task_name,
-                attempt=job.attempt,
-                worker=worker,
-            )
+            if not job.held:
+                self.started(job, worker)
         return jobs
 
-    def _finished(self, job: ClaimedJob, status: str, worker: str) -> None:
+    def started(self, job: ClaimedJob, worker: str) -> None:
+        """Send ``job_started`` for ``job``: by the claim for a free slot's job, by the
+        worker when a slot takes a held one (whose start its writer records next)."""
+        signals.job_started.send(
+            sender=Store,
+            job_id=job.id,
+            task_name=job.task_name,
+            queue=job.queue,
+            attempt=job.attempt,
+            worker=worker,
+            wait=job.waited + (time.monotonic() - job.claimed),
+        )
+
+    def _finished(self, job: ClaimedJob, status: str, outcome: str, worker: str) -> None:
         signals.job_finished.send(
             sender=Store,
             job_id=job.id,
             task_name=job.task_name,
+            queue=job.queue,
             status=status,
+            outcome=outcome,
             attempt=job.attempt,
             worker=worker,
+            duration=job.duration,
+        )
+
+    def aborted(self, job: ClaimedJob, worker: str) -> None:
+        """Send ``job_aborted``: the fence refused ``job``'s outcome, nothing was written."""
+        signals.job_aborted.send(
+            sender=Store,
+            job_id=job.id,
+            task_name=job.task_name,
+            queue=job.queue,
+            attempt=job.attempt,
+            worker=worker,
+            duration=job.duration,
         )
 
     # -- liveness ---------------------------------------------------------------------

@@ -86,9 +86,13 @@ def run(
     """
     job = attempt.job
     attempt.thread_id = threading.get_ident()
+    job.began = time.monotonic()
     try:
         try:
-            value = _outcome(attempt, store)
+            try:
+                value = _outcome(attempt, store)
+            finally:
+                job.ended = time.monotonic()
         except Snooze as snooze:
             store.snooze(job, snooze.seconds, worker=worker)
             attempt.on_scheduled(clamp_delay(snooze.seconds))
@@ -120,6 +124,7 @@ def run(
             return True
     except JobRunAborted as exc:
         logger.warning("outcome discarded: %s", exc)
+        store.aborted(job, worker)
     return False
 
 

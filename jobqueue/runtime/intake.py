@@ -162,6 +162,7 @@ class Runner:
         # counts a crash for it.
         if attempt.job.held:
             self._writer.started(attempt.job)
+            self._store.started(attempt.job, self._worker)
 
     def run(self, attempt: Attempt) -> bool:
         """Run ``attempt``; True if its success went to the writer."""

@@ -144,9 +144,11 @@ claimed AS (
         updated_at = now()
     FROM picked
     WHERE job.id = picked.id
+    -- waited: seconds from due to this claim, for job_started's wait.
     RETURNING job.id, job.task_name, job.queue, job.priority, job.args, job.kwargs,
               job.attempts, job.max_attempts, job.crashes, job.token, job.steps,
-              job.started_at IS NULL AS held
+              job.started_at IS NULL AS held,
+              extract(epoch FROM now() - job.run_at)::float8 AS waited
 )
 -- The next due job (next_due's answer) is read only when nothing was claimed: PostgreSQL
 -- runs an uncorrelated subquery the first time its value is needed, so a claim that found

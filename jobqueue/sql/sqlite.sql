@@ -87,7 +87,9 @@ FROM (
 ) AS picked
 WHERE jobqueue_job.id = picked.id
 RETURNING id, task_name, queue, priority, args, kwargs, attempts, max_attempts, crashes,
-          token, steps, typeof(started_at) = 'null' AS held;
+          token, steps, typeof(started_at) = 'null' AS held,
+          -- Seconds from due to this claim, for job_started's wait.
+          (julianday(%(now)s) - julianday(run_at)) * 86400.0 AS waited;
 
 -- name: record_started
 -- The starts of held jobs a slot has taken since the writer's last statement, recorded in
