@@ -162,3 +162,21 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class QueuePause(models.Model):
+    """A paused queue: while its row exists, no worker claims the queue's jobs (the claim
+    statement itself leaves them out, so it holds on every worker and host at once, and
+    across restarts). Enqueuing to it goes on; deleting the row resumes it. Written only
+    through :mod:`jobqueue.pauses`."""
+
+    queue = models.CharField(max_length=100, primary_key=True)
+    paused_at = models.DateTimeField(default=timezone.now)
+    # The admin user's name, or "manage.py jobs pause", or whatever a script says.
+    paused_by = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["queue"]
+
+    def __str__(self) -> str:
+        return self.queue

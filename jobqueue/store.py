@@ -70,6 +70,7 @@ class ClaimedJob:
         if self.began is None:
             return None
         return (self.ended if self.ended is not None else time.monotonic()) - self.began
+
     # The W3C carrier its enqueue stored (jobqueue.tracing), None if enqueued outside a trace.
     trace_context: dict[str, str] | None = None
 

@@ -86,6 +86,19 @@ started AS (
     WHERE job.id = ANY(%(started_ids)s::bigint[])
       AND job.id = started.id AND job.token = started.token AND job.status = 'running'
 ),
+-- A queue with a jobqueue_queuepause row is paused: the statement leaves its jobs out, so a
+-- pause holds on every worker and host from its commit on, with no state in any worker.
+-- The paused names are read once per statement (an InitPlan over a table of a handful of
+-- rows) and filter the rows read in the index's order, as the excluded queues do. Written
+-- as an array containment, not NOT EXISTS or queue <> ALL(...): the planner turns NOT
+-- EXISTS into an anti-join that it hashes and sorts, and estimates "queue <> unknown" from
+-- the queue column's statistics, as no row at all when one queue holds most jobs; either
+-- way it would read every due row and sort them instead of the partial index
+-- jobqueue_job_claim in its order up to the LIMIT. The containment has no statistics, so
+-- the estimate stays that of the other conditions. The next due time below leaves paused
+-- queues out too, or an idle worker would wake for their due jobs at once, again and
+-- again. A job claimed ahead before the pause may still start (held at most HOLD_LIMIT,
+-- and only for short jobs); a job already running runs on.
 due AS (
     SELECT id, priority, run_at, on_crash, crashes
     FROM jobqueue_job
@@ -94,6 +107,7 @@ due AS (
       AND task_name = ANY(%(task_names)s::text[])
       AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
       AND queue <> ALL(%(excluded)s::text[])
+      AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s + %(ahead)s
     FOR UPDATE SKIP LOCKED
@@ -153,6 +167,7 @@ SELECT (SELECT array_agg(id) FROM done),
              AND task_name = ANY(%(task_names)s::text[])
              AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
              AND queue <> ALL(%(excluded)s::text[])
+             AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
        ) END,
        claimed.*
 FROM (SELECT) AS one LEFT JOIN claimed ON true;
@@ -165,7 +180,8 @@ FROM jobqueue_job
 WHERE status = 'pending'
   AND task_name = ANY(%(task_names)s::text[])
   AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
-  AND queue <> ALL(%(excluded)s::text[]);
+  AND queue <> ALL(%(excluded)s::text[])
+  AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause);
 
 -- name: count_due
 -- How many jobs of these tasks and queues have been due for %(grace)s s, counting no further
@@ -178,6 +194,7 @@ SELECT count(*) FROM (
       AND task_name = ANY(%(task_names)s::text[])
       AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
       AND queue <> ALL(%(excluded)s::text[])
+      AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
     LIMIT %(limit)s
 ) AS due;
 
@@ -568,3 +585,9 @@ SET LOCAL jit = off;
 -- an EXPLAIN, no rows read. For a count past the gauges' cap.
 EXPLAIN (FORMAT JSON) SELECT 1 FROM jobqueue_job
 WHERE queue = %(queue)s AND status = %(status)s AND run_at <= %(before)s AND run_at > %(after)s;
+
+-- name: notify_queues
+-- Wake the workers that serve these queues, as an enqueue does (the payload is a queue
+-- name): a resumed queue's due jobs are claimed at once, not at the next safety poll.
+-- Delivered at commit, so a resume rolled back wakes nobody.
+SELECT pg_notify(%(channel)s, queue) FROM unnest(%(queues)s::text[]) AS queue;

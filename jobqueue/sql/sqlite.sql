@@ -59,6 +59,7 @@ SET status = 'running',
     started_at = CASE WHEN picked.n <= %(limit)s THEN %(now)s END,
     updated_at = %(now)s
 FROM (
+    -- A paused queue (a jobqueue_queuepause row) is left out, as in the PostgreSQL claim.
     WITH due AS (
         SELECT id, priority, run_at, on_crash, crashes
         FROM jobqueue_job
@@ -67,6 +68,7 @@ FROM (
           AND task_name IN (SELECT value FROM json_each(%(task_names)s))
           AND (%(all_queues)s OR queue IN (SELECT value FROM json_each(%(queues)s)))
           AND queue NOT IN (SELECT value FROM json_each(%(excluded)s))
+          AND queue NOT IN (SELECT queue FROM jobqueue_queuepause)
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s + %(ahead)s
     ),
@@ -113,7 +115,8 @@ FROM jobqueue_job
 WHERE status = 'pending'
   AND task_name IN (SELECT value FROM json_each(%(task_names)s))
   AND (%(all_queues)s OR queue IN (SELECT value FROM json_each(%(queues)s)))
-  AND queue NOT IN (SELECT value FROM json_each(%(excluded)s));
+  AND queue NOT IN (SELECT value FROM json_each(%(excluded)s))
+  AND queue NOT IN (SELECT queue FROM jobqueue_queuepause);
 
 -- name: count_due
 -- How many jobs of these tasks and queues have been due since %(cutoff)s, counting no
@@ -126,6 +129,7 @@ SELECT count(*) FROM (
       AND task_name IN (SELECT value FROM json_each(%(task_names)s))
       AND (%(all_queues)s OR queue IN (SELECT value FROM json_each(%(queues)s)))
       AND queue NOT IN (SELECT value FROM json_each(%(excluded)s))
+      AND queue NOT IN (SELECT queue FROM jobqueue_queuepause)
     LIMIT %(limit)s
 ) AS due;
 
