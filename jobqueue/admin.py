@@ -29,7 +29,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from jobqueue import actions, conf, display, notice, overview, states
+from jobqueue import actions, conf, display, notice, overview, pauses, states
 from jobqueue.models import Job, QueueSummary, Schedule, Worker
 from jobqueue.schedules import spec as schedule_spec
 from jobqueue.schedules import state as schedule_state
@@ -412,20 +412,60 @@ class QueueSummaryAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def may_pause(self, request: HttpRequest) -> bool:
+        """Pause and Resume need the permission the job actions need: ``change_job``."""
+        return self.has_view_permission(request) and request.user.has_perm("jobqueue.change_job")
+
     def get_urls(self) -> list[URLPattern]:
         info = (self.opts.app_label, self.opts.model_name)
+        wrap = self.admin_site.admin_view
         return [
-            path(
-                "",
-                self.admin_site.admin_view(self.changelist_view),
-                name="{}_{}_changelist".format(*info),
-            ),
+            path("", wrap(self.changelist_view), name="{}_{}_changelist".format(*info)),
             path(
                 "retry-failed/",
-                self.admin_site.admin_view(require_POST(self.retry_failed_view)),
+                wrap(require_POST(self.retry_failed_view)),
                 name="{}_{}_retry_failed".format(*info),
             ),
+            path("pause/", wrap(require_POST(self.pause_view)), name="{}_{}_pause".format(*info)),
         ]
+
+    def pause_view(self, request: HttpRequest) -> HttpResponse:
+        """One queue's Pause or Resume, posted from its row."""
+        if not self.may_pause(request):
+            raise PermissionDenied
+        queue = request.POST.get("queue", "")
+        action = request.POST.get("action", "")
+        using = Job.objects.db
+        try:
+            if action == "pause":
+                by = request.user.get_username() or "the admin"
+                change = pauses.pause([queue], by=by, using=using)
+                text = (
+                    _(
+                        'Paused queue "%(queue)s": its jobs are still enqueued, but no worker '
+                        "claims them, on any host, until you resume it."
+                    )
+                    if change.changed
+                    else _('Queue "%(queue)s" was already paused.')
+                )
+            elif action == "resume":
+                change = pauses.resume([queue], using=using)
+                text = (
+                    _('Resumed queue "%(queue)s": its workers claim its due jobs now.')
+                    if change.changed
+                    else _('Queue "%(queue)s" was not paused.')
+                )
+            else:
+                self.message_user(request, _("Unknown action %r.") % action, messages.ERROR)
+                return HttpResponseRedirect(self._overview_url())
+        except ValueError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+        else:
+            self.message_user(request, text % {"queue": queue}, messages.SUCCESS)
+        return HttpResponseRedirect(self._overview_url())
+
+    def _overview_url(self) -> str:
+        return reverse(f"{self.admin_site.name}:jobqueue_queuesummary_changelist")
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -455,6 +495,7 @@ class QueueSummaryAdmin(admin.ModelAdmin):
                 ],
                 "oldest_due": row.oldest_due_seconds,
                 "failed": row.failed,
+                "paused": row.paused,
             }
             for row in overview.queue_rows()
         ]
@@ -467,6 +508,8 @@ class QueueSummaryAdmin(admin.ModelAdmin):
             "workers_url": reverse(f"{self.admin_site.name}:jobqueue_worker_changelist"),
             "schedules_url": reverse(f"{self.admin_site.name}:jobqueue_schedule_changelist"),
             "jobs_url": jobs_url,
+            "may_pause": self.may_pause(request),
+            "pause_url": reverse(f"{self.admin_site.name}:jobqueue_queuesummary_pause"),
             # admin/change_list.html's breadcrumbs read the model's names from cl.opts.
             "cl": ChangeListNames(self.opts),
             "may_retry": may_retry,

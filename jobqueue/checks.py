@@ -147,3 +147,24 @@ def _mysql_version(connection: BaseDatabaseWrapper) -> list[checks.CheckMessage]
             id="jobqueue.E005",
         )
     ]
+
+
+@checks.register()
+def check_metrics(**kwargs: Any) -> list[checks.CheckMessage]:
+    """``JOBQUEUE["METRICS_PORT"]`` set without prometheus-client installed."""
+    from jobqueue import metrics
+
+    try:
+        settings = conf.get()
+    except ImproperlyConfigured:
+        return []  # check_settings reports it (a METRICS_PORT that is no port among them)
+    if settings.metrics_port is None or metrics.available():
+        return []
+    return [
+        checks.Error(
+            f'JOBQUEUE["METRICS_PORT"] is {settings.metrics_port}, but prometheus-client is '
+            "not installed: runjobs could not serve /metrics.",
+            hint="Install it with: pip install django-jobqueue[metrics]",
+            id="jobqueue.E006",
+        )
+    ]

@@ -66,6 +66,8 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULES": {},
     "TASK_MODULES": (),
     "LISTEN_URL": None,
+    # runjobs serves Prometheus metrics on this port (jobqueue.metrics); None: not served.
+    "METRICS_PORT": None,
     # jobqueue.contrib.webhooks: read only by its delivery task.
     "WEBHOOKS": {"TIMEOUT": 10, "ALLOW_NETWORKS": []},
 }
@@ -119,6 +121,7 @@ class Settings:
     task_modules: tuple[str, ...] = ()
     listen_url: str | None = None
     webhooks: WebhookSettings = field(default_factory=WebhookSettings)
+    metrics_port: int | None = None
 
     @property
     def heartbeat_interval(self) -> float:
@@ -359,6 +362,15 @@ def _retention(value: Any) -> dict[str, float | None]:
     return retention
 
 
+def port(where: str, value: Any) -> int:
+    """Return ``value`` if it is a TCP port number (1 to 65535), or raise naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise ImproperlyConfigured(
+            f"{where} must be a TCP port number from 1 to 65535, not {_shown_any(value)}."
+        )
+    return value
+
+
 def _webhooks(value: Any) -> WebhookSettings:
     where = _key("WEBHOOKS")
     if not isinstance(value, Mapping):
@@ -467,6 +479,9 @@ def build(raw: Mapping[str, Any] | None) -> Settings:
         task_modules=tuple(task_modules),
         listen_url=listen_url,
         webhooks=_webhooks(values["WEBHOOKS"]),
+        metrics_port=None
+        if values["METRICS_PORT"] is None
+        else port(_key("METRICS_PORT"), values["METRICS_PORT"]),
     )
 
 

@@ -19,7 +19,7 @@ from jobqueue.states import Status
 
 # Django's warnings that MySQL and MariaDB ignore an index's condition (models.W037) and
 # skip a conditional unique constraint (models.W036): true of Django's DDL, not of
-# jobqueue's, whose migration 0006_mysql builds each of them there on a generated column.
+# jobqueue's, whose migration 0008_mysql builds each of them there on a generated column.
 _BUILT_BY_0005_MYSQL = {"models.W036", "models.W037"}
 
 
@@ -50,7 +50,7 @@ class PartialIndex(models.Index):
 
 class PartialUniqueConstraint(models.UniqueConstraint):
     """``models.UniqueConstraint`` with a ``condition``, as :class:`PartialIndex` is for an
-    index: built on MySQL and MariaDB by migration 0006_mysql, so without Django's warning
+    index: built on MySQL and MariaDB by migration 0008_mysql, so without Django's warning
     that it is skipped there."""
 
     def check(self, model: type[models.Model], connection: BaseDatabaseWrapper) -> Any:
@@ -98,7 +98,7 @@ class Job(models.Model):
         indexes = [
             # The claim reads only due pending rows in this order; finished rows are not in
             # the index at all, so a million of them cost the claim nothing.
-            # (On MySQL and MariaDB, migration 0006_mysql builds both of these on generated
+            # (On MySQL and MariaDB, migration 0008_mysql builds both of these on generated
             # columns that are NULL outside the condition, and the unique key below too.)
             PartialIndex(
                 fields=["-priority", "run_at", "id"],
@@ -113,7 +113,10 @@ class Job(models.Model):
             ),
             # Retention prunes by status and age; the admin filters by status.
             models.Index(fields=["status", "finished_at"], name="jobqueue_job_status_finished"),
-            models.Index(fields=["queue", "status"], name="jobqueue_job_queue_status"),
+            # Per queue and status (the overview, the admin's filters); with run_at, the
+            # metrics' due and scheduled counts and a queue's oldest due job are a range of
+            # it, read without the table.
+            models.Index(fields=["queue", "status", "run_at"], name="jobqueue_job_queue_due"),
         ]
         constraints = [
             # At most one unfinished job per key, enforced by the database so two concurrent
@@ -208,3 +211,21 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class QueuePause(models.Model):
+    """A paused queue: while its row exists, no worker claims the queue's jobs (the claim
+    statement itself leaves them out, so it holds on every worker and host at once, and
+    across restarts). Enqueuing to it goes on; deleting the row resumes it. Written only
+    through :mod:`jobqueue.pauses`."""
+
+    queue = models.CharField(max_length=100, primary_key=True)
+    paused_at = models.DateTimeField(default=timezone.now)
+    # The admin user's name, or "manage.py jobs pause", or whatever a script says.
+    paused_by = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["queue"]
+
+    def __str__(self) -> str:
+        return self.queue

@@ -13,7 +13,7 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
-from jobqueue import conf, states
+from jobqueue import conf, pauses, states
 from jobqueue.models import Job, Worker
 from jobqueue.store import Store
 
@@ -42,6 +42,8 @@ class QueueRow:
     failed: int = 0
     abandoned: int = 0
     oldest_due_seconds: float | None = None
+    # Paused by an operator (manage.py jobs pause, the admin): no worker claims its jobs.
+    paused: bool = False
     # Pending jobs of this queue, per task, whose task no live worker has registered.
     unregistered: dict[str, int] = field(default_factory=dict)
 
@@ -50,8 +52,9 @@ class QueueRow:
 
 
 def queue_rows(settings: conf.Settings | None = None) -> list[QueueRow]:
-    """One row per queue that has jobs or is named in the settings, in two queries: the
-    counts, and the pending jobs of tasks no live worker has registered."""
+    """One row per queue that has jobs, is named in the settings or is paused, in three
+    queries: the counts, the paused queues, and the pending jobs of tasks no live worker
+    has registered."""
     settings = settings or conf.get()
     now = timezone.now()
     due = Q(status=states.PENDING, run_at__lte=now)
@@ -81,8 +84,11 @@ def queue_rows(settings: conf.Settings | None = None) -> list[QueueRow]:
             abandoned=row["abandoned"],
             oldest_due_seconds=None if oldest is None else (now - oldest).total_seconds(),
         )
-    for queue in settings.named_queues - set(rows):
+    paused = pauses.paused()
+    for queue in (settings.named_queues | set(paused)) - set(rows):
         rows[queue] = QueueRow(queue=queue, pool=pool_name(settings, queue))
+    for queue in paused:
+        rows[queue].paused = True
     for queue, task_name, count in Store(settings=settings).unregistered_pending():
         # A job enqueued since the counts were read may name a queue they did not see.
         flagged = rows.setdefault(queue, QueueRow(queue=queue, pool=pool_name(settings, queue)))

@@ -53,6 +53,15 @@ jobs_handed_back = Signal()
 # statuses with rows deleted), using.
 jobs_pruned = Signal()
 
+# An operator paused queues: no worker claims their jobs until they are resumed. Arguments:
+# queues (the names newly paused; one already paused is left out), paused_by, using. Sent
+# once the pause commits.
+queue_paused = Signal()
+
+# An operator resumed paused queues. Arguments: queues (the names that were paused), using.
+# Sent once the resume commits.
+queue_resumed = Signal()
+
 
 class RecoveredJob(NamedTuple):
     """One job in ``jobs_recovered``."""

@@ -97,6 +97,7 @@ def test_jobs_queues_shows_pool_due_scheduled_and_the_oldest_due(settings):
         "abandoned",
         "oldest",
         "due",
+        "paused",
     ]
     assert lines[1].split() == ["emails", "fast", "1", "1", "0", "0", "0", "5", "min"]
     assert lines[2].split() == ["feeds", "slow", "0", "0", "0", "1", "1", "-"]

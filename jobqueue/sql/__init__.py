@@ -450,6 +450,36 @@ class Queries:
         # -1: never vacuumed or analysed, so no estimate yet.
         return int(rows[0][0]) if rows and rows[0][0] is not None and rows[0][0] >= 0 else None
 
+    def queue_gauges(self, cap: int) -> list[tuple[str, int, int, int, int, int, float | None]]:
+        """Per queue with jobs: due, scheduled, running, failed and abandoned jobs, each
+        counted up to ``cap``, and the seconds its oldest due job has been due (None: none)."""
+        params: dict[str, Any] = {"cap": cap, "now": self.time(timezone.now())}
+        with transaction.atomic(using=self.using):
+            if self.is_postgresql:
+                self.execute("without_jit", {})
+            found = self.fetchall("queue_gauges", params)
+        rows = []
+        for name, due, scheduled, running, failed, abandoned, late in found:
+            counts = (int(due), int(scheduled), int(running), int(failed), int(abandoned))
+            rows.append((str(name), *counts, None if late is None else max(0.0, float(late))))
+        return rows
+
+    def queue_state_rows(
+        self, queue: str, status: str, after: dt.datetime, before: dt.datetime
+    ) -> int:
+        """One queue's jobs in ``status`` with run_at in (after, before]: the planner's
+        estimate on PostgreSQL (no rows read), an exact count on SQLite."""
+        params = {
+            "queue": queue,
+            "status": status,
+            "after": self.time(after),
+            "before": self.time(before),
+        }
+        [(value,)] = self.fetchall("queue_state_estimate", params)
+        if not self.is_postgresql:
+            return int(value)
+        return int(loads(value)[0]["Plan"]["Plan Rows"])
+
     def refresh_statistics(self, added: int) -> bool:
         """On PostgreSQL, ``ANALYZE`` the job table if its statistics believe fewer pending
         jobs than the ``added`` just committed; whether it did. Never on SQLite, which is

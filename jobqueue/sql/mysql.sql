@@ -23,7 +23,7 @@
 -- FOR UPDATE of the rows and of what RETURNING would say, then "<name>", the UPDATE of
 -- those rows by id (%(ids)s, a JSON array of the first column), which hold still under
 -- their locks; and, where RETURNING would report values the UPDATE wrote, "<name>_read"
--- reads them back. Migration 0006_mysql adds the generated columns named here: claim_rank
+-- reads them back. Migration 0008_mysql adds the generated columns named here: claim_rank
 -- (-priority of a pending job), running_lease (the lease of a running one) and
 -- unfinished_key (the idempotency key of an unfinished one), each NULL otherwise, under the
 -- indexes that the partial indexes are elsewhere.
@@ -89,7 +89,9 @@ RETURNING id, idempotency_key;
 -- the scan starts past; SKIP LOCKED passes over rows other workers' claims hold. Queries
 -- picks which to take (the free slots' and, after them, those that may be held: see the
 -- PostgreSQL statement) and "claim" writes them; the rest are left pending, their locks
--- released at commit.
+-- released at commit. A paused queue (a jobqueue_queuepause row) is left out, as in the
+-- PostgreSQL claim: a subquery of a handful of rows that MariaDB materializes once, which
+-- keeps the index's order (tests/storage/test_vendor_schema.py's EXPLAIN).
 -- waited: seconds from due to this claim, for job_started's wait.
 SELECT id, task_name, queue, priority, args, kwargs, attempts, max_attempts, crashes, steps,
        TIMESTAMPDIFF(MICROSECOND, run_at, UTC_TIMESTAMP(6)) / 1000000.0 AS waited,
@@ -101,6 +103,7 @@ WHERE claim_rank IS NOT NULL
   AND JSON_CONTAINS(%(task_names)s, JSON_QUOTE(task_name))
   AND (%(all_queues)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue)))
   AND NOT JSON_CONTAINS(%(excluded)s, JSON_QUOTE(queue))
+  AND queue NOT IN (SELECT p.queue FROM jobqueue_queuepause AS p)
 ORDER BY claim_rank, run_at, id
 LIMIT %(claim_limit)s
 FOR UPDATE SKIP LOCKED;
@@ -146,7 +149,8 @@ FROM jobqueue_job
 WHERE claim_rank IS NOT NULL
   AND JSON_CONTAINS(%(task_names)s, JSON_QUOTE(task_name))
   AND (%(all_queues)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue)))
-  AND NOT JSON_CONTAINS(%(excluded)s, JSON_QUOTE(queue));
+  AND NOT JSON_CONTAINS(%(excluded)s, JSON_QUOTE(queue))
+  AND queue NOT IN (SELECT p.queue FROM jobqueue_queuepause AS p);
 
 -- name: count_due
 -- How many jobs of these tasks and queues have been due for %(grace)s s, counting no further
@@ -159,6 +163,7 @@ SELECT count(*) FROM (
       AND JSON_CONTAINS(%(task_names)s, JSON_QUOTE(task_name))
       AND (%(all_queues)s OR JSON_CONTAINS(%(queues)s, JSON_QUOTE(queue)))
       AND NOT JSON_CONTAINS(%(excluded)s, JSON_QUOTE(queue))
+      AND queue NOT IN (SELECT p.queue FROM jobqueue_queuepause AS p)
     LIMIT %(limit)s
 ) AS due;
 
@@ -528,6 +533,34 @@ FROM jobqueue_job AS job
 WHERE job.id IN ({selection})
   AND job.id NOT IN (SELECT id FROM JSON_TABLE(%(done)s, '$[*]' COLUMNS (id bigint PATH '$')) AS d)
 GROUP BY job.status;
+
+-- name: queue_gauges
+-- The metrics' gauges per queue, each count at most %(cap)s: the queues read from
+-- jobqueue_job_queue_due (queue, status, run_at) by a loose index scan (one probe per
+-- queue), then per queue a range of that index for each state, and its oldest due job.
+-- Seconds late from %(now)s, as on SQLite (the caller's clock). MariaDB allows no outer
+-- reference in a derived table, so a count cannot stop at the cap as on the other
+-- databases (a LIMIT inside it): it reads the whole range, from the index only.
+SELECT q.name,
+    LEAST(%(cap)s, (SELECT count(*) FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'pending' AND j.run_at <= %(now)s)),
+    LEAST(%(cap)s, (SELECT count(*) FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'pending' AND j.run_at > %(now)s)),
+    LEAST(%(cap)s, (SELECT count(*) FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'running')),
+    LEAST(%(cap)s, (SELECT count(*) FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'failed')),
+    LEAST(%(cap)s, (SELECT count(*) FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'abandoned')),
+    (SELECT TIMESTAMPDIFF(MICROSECOND, min(j.run_at), %(now)s) / 1000000.0 FROM jobqueue_job j
+        WHERE j.queue = q.name AND j.status = 'pending' AND j.run_at <= %(now)s)
+FROM (SELECT DISTINCT queue AS name FROM jobqueue_job) AS q;
+
+-- name: queue_state_estimate
+-- One queue's jobs in one status with run_at in (after, before], counted: past the
+-- gauges' cap, where PostgreSQL would estimate (InnoDB's estimates are too rough).
+SELECT count(*) FROM jobqueue_job
+WHERE queue = %(queue)s AND status = %(status)s AND run_at <= %(before)s AND run_at > %(after)s;
 
 -- name: in_transaction
 -- Whether this connection is inside a transaction (a handler's raw BEGIN left open): asked

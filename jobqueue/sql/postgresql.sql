@@ -86,6 +86,19 @@ started AS (
     WHERE job.id = ANY(%(started_ids)s::bigint[])
       AND job.id = started.id AND job.token = started.token AND job.status = 'running'
 ),
+-- A queue with a jobqueue_queuepause row is paused: the statement leaves its jobs out, so a
+-- pause holds on every worker and host from its commit on, with no state in any worker.
+-- The paused names are read once per statement (an InitPlan over a table of a handful of
+-- rows) and filter the rows read in the index's order, as the excluded queues do. Written
+-- as an array containment, not NOT EXISTS or queue <> ALL(...): the planner turns NOT
+-- EXISTS into an anti-join that it hashes and sorts, and estimates "queue <> unknown" from
+-- the queue column's statistics, as no row at all when one queue holds most jobs; either
+-- way it would read every due row and sort them instead of the partial index
+-- jobqueue_job_claim in its order up to the LIMIT. The containment has no statistics, so
+-- the estimate stays that of the other conditions. The next due time below leaves paused
+-- queues out too, or an idle worker would wake for their due jobs at once, again and
+-- again. A job claimed ahead before the pause may still start (held at most HOLD_LIMIT,
+-- and only for short jobs); a job already running runs on.
 due AS (
     SELECT id, priority, run_at, on_crash, crashes
     FROM jobqueue_job
@@ -94,6 +107,7 @@ due AS (
       AND task_name = ANY(%(task_names)s::text[])
       AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
       AND queue <> ALL(%(excluded)s::text[])
+      AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s + %(ahead)s
     FOR UPDATE SKIP LOCKED
@@ -153,6 +167,7 @@ SELECT (SELECT array_agg(id) FROM done),
              AND task_name = ANY(%(task_names)s::text[])
              AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
              AND queue <> ALL(%(excluded)s::text[])
+             AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
        ) END,
        claimed.*
 FROM (SELECT) AS one LEFT JOIN claimed ON true;
@@ -165,7 +180,8 @@ FROM jobqueue_job
 WHERE status = 'pending'
   AND task_name = ANY(%(task_names)s::text[])
   AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
-  AND queue <> ALL(%(excluded)s::text[]);
+  AND queue <> ALL(%(excluded)s::text[])
+  AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause);
 
 -- name: count_due
 -- How many jobs of these tasks and queues have been due for %(grace)s s, counting no further
@@ -178,6 +194,7 @@ SELECT count(*) FROM (
       AND task_name = ANY(%(task_names)s::text[])
       AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
       AND queue <> ALL(%(excluded)s::text[])
+      AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
     LIMIT %(limit)s
 ) AS due;
 
@@ -529,3 +546,48 @@ SELECT pg_backend_pid();
 -- Sent from a second connection to the channel the listener alone listens on: whether it
 -- arrives tells a session-mode pooler (LISTEN works) from a transaction-mode one (it does not).
 SELECT pg_notify(%(channel)s, '');
+
+-- name: queue_gauges
+-- The metrics' gauges per queue, each count stopping at %(cap)s rows: the queues found by
+-- skipping through jobqueue_job_queue_due (one probe per queue, not a scan of the table),
+-- then per queue a range of that index for each state, and its oldest due job (its first
+-- entry). Seconds late from the database clock.
+WITH RECURSIVE queues (name) AS (
+    SELECT min(queue) FROM jobqueue_job
+    UNION ALL
+    SELECT (SELECT min(j.queue) FROM jobqueue_job j WHERE j.queue > queues.name)
+    FROM queues WHERE queues.name IS NOT NULL
+)
+SELECT q.name,
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'pending' AND j.run_at <= now() LIMIT %(cap)s) AS c),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'pending' AND j.run_at > now() LIMIT %(cap)s) AS c),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'running' LIMIT %(cap)s) AS c),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'failed' LIMIT %(cap)s) AS c),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'abandoned' LIMIT %(cap)s) AS c),
+    (SELECT extract(epoch FROM now() - min(j.run_at)) FROM jobqueue_job j
+        WHERE j.queue = q.name AND j.status = 'pending' AND j.run_at <= now())
+FROM queues q
+WHERE q.name IS NOT NULL;
+
+-- name: without_jit
+-- For the rest of this transaction: no JIT compilation. queue_gauges reads a few thousand
+-- index entries at most, but its subqueries' estimates add up past jit_above_cost, and
+-- compiling it took longer (0.7 s) than running it.
+SET LOCAL jit = off;
+
+-- name: queue_state_estimate
+-- The planner's estimate of one queue's jobs in one status with run_at in (after, before]:
+-- an EXPLAIN, no rows read. For a count past the gauges' cap.
+EXPLAIN (FORMAT JSON) SELECT 1 FROM jobqueue_job
+WHERE queue = %(queue)s AND status = %(status)s AND run_at <= %(before)s AND run_at > %(after)s;
+
+-- name: notify_queues
+-- Wake the workers that serve these queues, as an enqueue does (the payload is a queue
+-- name): a resumed queue's due jobs are claimed at once, not at the next safety poll.
+-- Delivered at commit, so a resume rolled back wakes nobody.
+SELECT pg_notify(%(channel)s, queue) FROM unnest(%(queues)s::text[]) AS queue;

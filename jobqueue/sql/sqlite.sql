@@ -59,6 +59,7 @@ SET status = 'running',
     started_at = CASE WHEN picked.n <= %(limit)s THEN %(now)s END,
     updated_at = %(now)s
 FROM (
+    -- A paused queue (a jobqueue_queuepause row) is left out, as in the PostgreSQL claim.
     WITH due AS (
         SELECT id, priority, run_at, on_crash, crashes
         FROM jobqueue_job
@@ -67,6 +68,7 @@ FROM (
           AND task_name IN (SELECT value FROM json_each(%(task_names)s))
           AND (%(all_queues)s OR queue IN (SELECT value FROM json_each(%(queues)s)))
           AND queue NOT IN (SELECT value FROM json_each(%(excluded)s))
+          AND queue NOT IN (SELECT queue FROM jobqueue_queuepause)
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s + %(ahead)s
     ),
@@ -113,7 +115,8 @@ FROM jobqueue_job
 WHERE status = 'pending'
   AND task_name IN (SELECT value FROM json_each(%(task_names)s))
   AND (%(all_queues)s OR queue IN (SELECT value FROM json_each(%(queues)s)))
-  AND queue NOT IN (SELECT value FROM json_each(%(excluded)s));
+  AND queue NOT IN (SELECT value FROM json_each(%(excluded)s))
+  AND queue NOT IN (SELECT queue FROM jobqueue_queuepause);
 
 -- name: count_due
 -- How many jobs of these tasks and queues have been due since %(cutoff)s, counting no
@@ -126,6 +129,7 @@ SELECT count(*) FROM (
       AND task_name IN (SELECT value FROM json_each(%(task_names)s))
       AND (%(all_queues)s OR queue IN (SELECT value FROM json_each(%(queues)s)))
       AND queue NOT IN (SELECT value FROM json_each(%(excluded)s))
+      AND queue NOT IN (SELECT queue FROM jobqueue_queuepause)
     LIMIT %(limit)s
 ) AS due;
 
@@ -448,3 +452,36 @@ GROUP BY 1;
 -- that changes when another connection has committed to the file since this one last
 -- asked. It reads no table.
 PRAGMA data_version;
+
+-- name: queue_gauges
+-- The metrics' gauges per queue, each count stopping at %(cap)s rows: the queues found by
+-- skipping through jobqueue_job_queue_due (one probe per queue, not a scan of the table),
+-- then per queue a range of that index for each state, and its oldest due job (its first
+-- entry). Seconds late from %(now)s. No estimate here: past the cap, counted exactly.
+WITH RECURSIVE queues (name) AS (
+    SELECT min(queue) FROM jobqueue_job
+    UNION ALL
+    SELECT (SELECT min(j.queue) FROM jobqueue_job j WHERE j.queue > queues.name)
+    FROM queues WHERE queues.name IS NOT NULL
+)
+SELECT q.name,
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'pending' AND j.run_at <= %(now)s LIMIT %(cap)s)),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'pending' AND j.run_at > %(now)s LIMIT %(cap)s)),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'running' LIMIT %(cap)s)),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'failed' LIMIT %(cap)s)),
+    (SELECT count(*) FROM (SELECT 1 FROM jobqueue_job j WHERE j.queue = q.name
+        AND j.status = 'abandoned' LIMIT %(cap)s)),
+    (SELECT (julianday(%(now)s) - julianday(min(j.run_at))) * 86400.0 FROM jobqueue_job j
+        WHERE j.queue = q.name AND j.status = 'pending' AND j.run_at <= %(now)s)
+FROM queues q
+WHERE q.name IS NOT NULL;
+
+-- name: queue_state_estimate
+-- One queue's jobs in one status with run_at in (after, before], counted: past the
+-- gauges' cap, where PostgreSQL would estimate (SQLite keeps no statistics to ask).
+SELECT count(*) FROM jobqueue_job
+WHERE queue = %(queue)s AND status = %(status)s AND run_at <= %(before)s AND run_at > %(after)s;

@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings as django_settings
@@ -150,8 +151,11 @@ class Supervisor(Service):
         shutdown_timeout: float | None = None,
         using: str = DEFAULT_DB_ALIAS,
         settings: conf.Settings | None = None,
+        on_child_ended: Callable[[int], None] | None = None,
     ) -> None:
         self.settings = settings or conf.get()
+        # Told the pid of each child reaped (the metrics drop its live gauges).
+        self.on_child_ended = on_child_ended
         self.worker_args = worker_args or []
         self.idle_timeout = idle_timeout  # for on-demand pools only
         self.burst = burst
@@ -290,6 +294,7 @@ class Supervisor(Service):
             self.children.remove(child)
             child.read_reports()  # what it wrote just before it died
             child.close()
+            self._ended(child)
             lived = time.monotonic() - child.started
             how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
             if restarting:
@@ -308,6 +313,10 @@ class Supervisor(Service):
                 # not hand back in time is recovered here. Before the replacement starts
                 # (on the loop's next step), so that it can claim these jobs at once.
                 self._recover(child, how)
+
+    def _ended(self, child: Child) -> None:
+        if self.on_child_ended is not None:
+            self.on_child_ended(child.proc.pid)
 
     def _schedule_replacement(self, child: Child, code: int, how: str, lived: float) -> None:
         state = self.pools[child.pool.name]
@@ -471,6 +480,7 @@ class Supervisor(Service):
             child.proc.kill()
             child.proc.wait()
             child.close()
+            self._ended(child)
             self._recover(child, "killed after the shutdown timeout")
         self.children.clear()
         logger.info("supervisor: stopped")

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 import jobqueue
 from jobqueue import overview
-from jobqueue.management import operator_commands
+from jobqueue.management import operator_commands, queue_commands
 from jobqueue.store import Store
 
 
@@ -25,7 +25,8 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
         texts = {
             "queues": "per queue: the pool that serves it, and its jobs due now, scheduled, "
-            "running, failed and abandoned, with how long the oldest due job has waited",
+            "running, failed and abandoned, with how long the oldest due job has waited, and "
+            "whether it is paused",
             "workers": "the live workers by pool, with the jobs each holds",
             "schedules": 'each JOBQUEUE["SCHEDULES"] entry: its next tick, its last tick with '
             "that run's job and status, and the ticks it skipped",
@@ -41,6 +42,7 @@ class Command(BaseCommand):
         prune = 'delete the finished jobs older than JOBQUEUE["RETENTION"] says, now'
         sub.add_parser("prune", help=prune, description=prune[0].upper() + prune[1:] + ".")
         operator_commands.add_parsers(sub)
+        queue_commands.add_parsers(sub)
 
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         getattr(self, f"_{action}")(**options)
@@ -62,6 +64,7 @@ class Command(BaseCommand):
             "failed",
             "abandoned",
             "oldest due",
+            "paused",
         )
         table = [header] + [
             (
@@ -69,6 +72,7 @@ class Command(BaseCommand):
                 r.pool or "NO POOL",
                 *(str(n) for n in (r.due, r.scheduled, r.running, r.failed, r.abandoned)),
                 _age(r.oldest_due_seconds),
+                "paused" if r.paused else "",
             )
             for r in rows
         ]
@@ -166,6 +170,17 @@ class Command(BaseCommand):
 
     def _discard(self, **options: Any) -> None:
         operator_commands.run(self, "discard", options)
+
+    def _pause(self, *, queues: list[str], **options: Any) -> None:
+        queue_commands.pause(self, queues)
+
+    def _resume(self, *, queues: list[str], **options: Any) -> None:
+        queue_commands.resume(self, queues)
+
+    def _health(
+        self, *, max_wait: float, strict: bool, as_json: bool = False, **options: Any
+    ) -> None:
+        queue_commands.check(self, max_wait=max_wait, strict=strict, as_json=as_json)
 
     def _prune(self, **options: Any) -> None:
         deleted = Store().prune()

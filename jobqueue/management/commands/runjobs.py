@@ -9,13 +9,15 @@ import math
 import os
 import socket
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 import jobqueue
 from jobqueue import conf, signals
+from jobqueue.metrics import exposition
 from jobqueue.runtime import shutdown
 from jobqueue.runtime.worker import Worker
 from jobqueue.supervisor.supervisor import READY, WORKED, ReadyReport, Supervisor
@@ -60,6 +62,13 @@ def positive_seconds(value: str) -> float:
     number = seconds(value)
     if number == 0:
         raise argparse.ArgumentTypeError("expected more than 0 seconds")
+    return number
+
+
+def port(value: str) -> int:
+    number = _whole_number(value, least=1)
+    if number > 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port up to 65535, got {number}")
     return number
 
 
@@ -142,6 +151,15 @@ class Command(BaseCommand):
             metavar="SECONDS",
             help='seconds in-flight jobs get when stopping (default: JOBQUEUE["SHUTDOWN_TIMEOUT"])',
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=port,
+            metavar="PORT",
+            help="serve Prometheus metrics on /metrics on this port: the supervisor's for "
+            'itself and all its workers (default: JOBQUEUE["METRICS_PORT"], else none)',
+        )
+        # Set by the supervisor that serves metrics: the directory its children count into.
+        parser.add_argument("--metrics-dir", help=argparse.SUPPRESS)
         # Set by the supervisor so that it knows its child's worker id before it registers.
         parser.add_argument("--worker-tag", help=argparse.SUPPRESS)
         # Set by the supervisor: the pipe on which this worker says how far it got.
@@ -186,11 +204,20 @@ class Command(BaseCommand):
             shutdown.stop_with_parent(worker, options["supervisor_pid"] or os.getppid())
         if options["ready_fd"] is not None:
             _report_to_supervisor(worker, ReadyReport(options["ready_fd"]))
+        served = None
+        if options["metrics_dir"]:
+            exposition.join(options["metrics_dir"])
+        elif not tag and (port := options["metrics_port"] or settings.metrics_port):
+            served = _metrics(lambda: exposition.WorkerMetrics(port))
         # What start-up built (Django, the apps, the settings) lives as long as the process:
         # out of the cyclic collector's reach, a full collection walks only what the jobs
         # allocate, not every object of Django as well.
         gc.freeze()
-        exit_code = worker.run()
+        try:
+            exit_code = worker.run()
+        finally:
+            if served is not None:
+                served.close()
         if exit_code:
             sys.exit(exit_code)
 
@@ -203,15 +230,41 @@ class Command(BaseCommand):
         for name in ("concurrency", "prefetch", "max_jobs", "max_memory", "shutdown_timeout"):
             if options[name] is not None:
                 passed += ["--" + name.replace("_", "-"), str(options[name])]
-        supervisor = Supervisor(
-            worker_args=passed,
-            idle_timeout=options["idle_timeout"],
-            burst=options["burst"],
-            shutdown_timeout=options["shutdown_timeout"],
-            settings=settings,
-        )
-        supervisor.install_signal_handlers()
-        supervisor.run()
+        served = None
+        if port := options["metrics_port"] or settings.metrics_port:
+            served = _metrics(lambda: exposition.SupervisorMetrics(port))
+            passed += ["--metrics-dir", served.directory]
+        try:
+            supervisor = Supervisor(
+                worker_args=passed,
+                idle_timeout=options["idle_timeout"],
+                burst=options["burst"],
+                shutdown_timeout=options["shutdown_timeout"],
+                settings=settings,
+                on_child_ended=served.child_ended if served is not None else None,
+            )
+            supervisor.install_signal_handlers()
+            supervisor.run()
+        finally:
+            if served is not None:
+                served.close()
+
+
+Served = TypeVar("Served", exposition.WorkerMetrics, exposition.SupervisorMetrics)
+
+
+def _metrics(make: Callable[[], Served]) -> Served:
+    """Start serving metrics, or stop with a message naming what is wrong."""
+    try:
+        served = make()
+    except ImproperlyConfigured as exc:
+        raise CommandError(str(exc)) from None
+    try:
+        served.start()
+    except ImproperlyConfigured as exc:
+        served.close()  # the supervisor's directory too
+        raise CommandError(str(exc)) from None
+    return served
 
 
 def _report_to_supervisor(worker: Worker, report: ReadyReport) -> None:
