@@ -242,10 +242,10 @@ WHERE id IN (
 -- Insert or refresh this worker's row; a worker whose row was reaped while it was paused
 -- comes back (its jobs, if rescued meanwhile, stay fenced off by their new tokens). The task
 -- names it registered are written on every beat too, so a row re-inserted after a reap, or
--- one an older version wrote, soon says what this process claims.
-INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, tasks, concurrency, started_at, last_heartbeat)
-VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, %(queues)s::jsonb, %(tasks)s::jsonb, %(concurrency)s, now(), now())
-ON CONFLICT (id) DO UPDATE SET last_heartbeat = now(), tasks = EXCLUDED.tasks;
+-- one an older version wrote, soon says what this process claims; its resident memory too.
+INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, tasks, concurrency, memory, started_at, last_heartbeat)
+VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, %(queues)s::jsonb, %(tasks)s::jsonb, %(concurrency)s, %(memory)s, now(), now())
+ON CONFLICT (id) DO UPDATE SET last_heartbeat = now(), tasks = EXCLUDED.tasks, memory = EXCLUDED.memory;
 
 -- name: deregister_worker
 DELETE FROM jobqueue_worker WHERE id = %(worker)s;
@@ -512,3 +512,7 @@ SELECT pg_backend_pid();
 -- Sent from a second connection to the channel the listener alone listens on: whether it
 -- arrives tells a session-mode pooler (LISTEN works) from a transaction-mode one (it does not).
 SELECT pg_notify(%(channel)s, '');
+
+-- name: stat_bucket
+-- The start (epoch seconds) of the dashboard's bucket of %s seconds a stat row's minute falls in.
+(floor(extract(epoch FROM minute) / %s) * %s)::bigint

@@ -198,10 +198,10 @@ WHERE id IN (
 -- Insert or refresh this worker's row; a worker whose row was reaped while it was paused
 -- comes back (its jobs, if rescued meanwhile, stay fenced off by their new tokens). The task
 -- names it registered are written on every beat too, so a row re-inserted after a reap, or
--- one an older version wrote, soon says what this process claims.
-INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, tasks, concurrency, started_at, last_heartbeat)
-VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, json(%(queues)s), json(%(tasks)s), %(concurrency)s, %(now)s, %(now)s)
-ON CONFLICT (id) DO UPDATE SET last_heartbeat = excluded.last_heartbeat, tasks = excluded.tasks;
+-- one an older version wrote, soon says what this process claims; its resident memory too.
+INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, tasks, concurrency, memory, started_at, last_heartbeat)
+VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, json(%(queues)s), json(%(tasks)s), %(concurrency)s, %(memory)s, %(now)s, %(now)s)
+ON CONFLICT (id) DO UPDATE SET last_heartbeat = excluded.last_heartbeat, tasks = excluded.tasks, memory = excluded.memory;
 
 -- name: deregister_worker
 DELETE FROM jobqueue_worker WHERE id = %(worker)s;
@@ -434,3 +434,7 @@ GROUP BY 1;
 -- that changes when another connection has committed to the file since this one last
 -- asked. It reads no table.
 PRAGMA data_version;
+
+-- name: stat_bucket
+-- The start (epoch seconds) of the dashboard's bucket of %s seconds a stat row's minute falls in.
+(CAST(strftime('%%s', minute) AS INTEGER) / %s) * %s
