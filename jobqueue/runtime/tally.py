@@ -30,6 +30,7 @@ logger = logging.getLogger("jobqueue.worker")
 
 FLUSH_INTERVAL = 60.0
 PRUNE_EVERY = 60  # flushes between prunes (an hour)
+KEEP_UNWRITTEN = dt.timedelta(hours=1)
 
 Key = tuple[dt.datetime, str, str, str]  # minute, queue, task_name, outcome
 
@@ -101,9 +102,14 @@ class Tally:
         ]
 
     def put_back(self, rows: list[MinuteStat]) -> None:
-        """Add rows that could not be written to the tally again, for the next flush."""
+        """Add rows that could not be written to the tally again, for the next flush; those
+        older than KEEP_UNWRITTEN are dropped, so that a long outage (or a table not yet
+        migrated) does not grow the tally without end."""
+        oldest = minute_of(self.clock()) - KEEP_UNWRITTEN
         with self._lock:
             for row in rows:
+                if row.minute < oldest:
+                    continue
                 key = (row.minute, row.queue, row.task_name, row.outcome)
                 entry = self._counts.setdefault(key, [0.0] * (2 + len(history.COLUMNS)))
                 entry[0] += row.count

@@ -94,6 +94,9 @@ def test_a_flush_is_one_insert_and_a_failed_one_keeps_the_counts():
     tally.put_back(rows)
     [row] = tally.take()
     assert row.count == 2
+    clock[0] += dt.timedelta(hours=2)  # unwritten for too long: dropped
+    tally.put_back(rows)
+    assert tally.take() == []
 
 
 @pytest.mark.django_db
@@ -159,3 +162,48 @@ def test_a_real_worker_writes_counts_that_match_the_jobs_it_ran():
     assert counts[("always_fails", "retried")] == 1
     assert Job.objects.get(pk=failing.pk).status == "pending"
     assert QueueSample.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_heartbeats_register_statement_writes_the_workers_memory():
+    from jobqueue.models import Worker as WorkerRow
+    from jobqueue.runtime.lease import Registration
+    from jobqueue.runtime.limits import resident_memory
+    from jobqueue.store import Store
+
+    registration = Registration(
+        store=Store("default"),
+        worker="w1",
+        hostname="h",
+        pid=1,
+        pool="default",
+        queues={},
+        concurrency=1,
+        health=Health("test"),
+    )
+    registration.register()
+    first = WorkerRow.objects.get(pk="w1").memory
+    assert first is not None and 0 < first <= 2 * resident_memory()
+    WorkerRow.objects.filter(pk="w1").update(memory=None)  # as an older version leaves it
+    registration.register()  # the next beat
+    assert WorkerRow.objects.get(pk="w1").memory is not None
+
+
+@pytest.mark.django_db
+def test_a_failed_flush_keeps_its_counts_for_the_next(monkeypatch):
+    from django.db import OperationalError
+    from django.db.models.query import QuerySet
+
+    tally = Tally("w1")
+    tally.add("default", "t", "succeeded", 0.1)
+
+    def broken(self, *args, **kwargs):
+        raise OperationalError("database is away")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(QuerySet, "bulk_create", broken)
+        with pytest.raises(OperationalError):
+            tally.flush("default")
+    tally.add("default", "t", "succeeded", 0.1)
+    assert tally.flush("default") == 1
+    assert MinuteStat.objects.get().count == 2
