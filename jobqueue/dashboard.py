@@ -72,7 +72,7 @@ def context(range_key: str, using: str, now: dt.datetime | None = None) -> dict[
         },
         {
             "ident": "jq-depth",
-            "heading": _("Queue depth (all queues, average over the bucket)"),
+            "heading": _("Queue depth (all queues, at the start of each bucket)"),
             "svg": charts.lines(
                 ident="jq-depth",
                 title=_("Queue depth, due and running jobs, last %(range)s")

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from django.db.models import Count, Sum
+from django.db.models import Sum
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -33,6 +33,14 @@ BOUNDS: tuple[float, ...] = (
 COLUMNS: tuple[str, ...] = tuple(f"h{i:02d}" for i in range(len(BOUNDS) + 1))
 STARTED = "started"  # MinuteStat.outcome of the starts, whose histogram is of waits
 RETENTION = dt.timedelta(days=8)  # stat and sample rows older than this are pruned
+# How the stat rows are compacted (compact()): rows of the first span older than the lag are
+# merged into rows of the second, summed over workers. The lags leave each range's chart only
+# rows of spans no longer than its step: the 1 h chart per minute reads minute rows, the 24 h
+# one per 10 minutes reads minute and 10-minute rows, the 7 d one per hour reads all.
+TIERS: tuple[tuple[int, int, dt.timedelta], ...] = (
+    (60, 600, dt.timedelta(minutes=70)),
+    (600, 3600, dt.timedelta(hours=25)),
+)
 FAILURES_READ = 200  # the most recent failed jobs read for the per-task table
 RUNNING_READ = 500  # the running jobs read for the per-worker table
 WORKERS_READ = 100
@@ -132,10 +140,11 @@ def read(range_key: str, using: str, now: dt.datetime | None = None) -> History:
     # One scan of the range's stat rows (the minute index), summed by the database into
     # (bucket, task, outcome): a few thousand rows even for a week of many workers.
     sums = {column: Sum(column) for column in COLUMNS}
+    spans = [60, *(to for _, to, _ in TIERS if to <= step)]
     rows: Iterable[dict[str, Any]] = cast(
         Any,
         MinuteStat.objects.using(using)
-        .filter(minute__gte=since)
+        .filter(span__in=spans, minute__gte=since)
         .annotate(bucket=bucket)
         .values("bucket", "task_name", "outcome")
         .annotate(n=Sum("count"), **sums)
@@ -160,23 +169,20 @@ def read(range_key: str, using: str, now: dt.datetime | None = None) -> History:
             task.failed += row["n"]
         task.histogram = [a + b for a, b in zip(task.histogram, histogram, strict=True)]
 
-    # Depth: the samples of the range (one row per queue and minute), summed over queues
-    # and averaged over the bucket's minutes.
+    # Depth: the sample of each bucket's first minute (one row per queue, by the unique
+    # key's index: at most points x queues rows), summed over queues.
     depth: dict[int, tuple[float, float]] = {}
     samples: Iterable[dict[str, Any]] = cast(
         Any,
         QueueSample.objects.using(using)
-        .filter(minute__gte=since)
+        .filter(minute__in=starts)
         .annotate(bucket=bucket)
         .values("bucket")
-        .annotate(
-            due_sum=Sum("due"), running_sum=Sum("running"), minutes=Count("minute", distinct=True)
-        )
+        .annotate(due_sum=Sum("due"), running_sum=Sum("running"))
         .order_by(),
     )
     for row in samples:
-        minutes = row["minutes"] or 1
-        depth[index(row["bucket"])] = (row["due_sum"] / minutes, row["running_sum"] / minutes)
+        depth[index(row["bucket"])] = (row["due_sum"], row["running_sum"])
 
     for task_name, at, error in last_failures(using, since):
         task = tasks.setdefault(task_name, TaskRow(task_name))
@@ -264,6 +270,14 @@ def workers(using: str, now: dt.datetime | None = None) -> list[WorkerRow]:
         )
         for w in Worker.objects.using(using).order_by("pool", "started_at")[:WORKERS_READ]
     ]
+
+
+def compact(using: str, now: dt.datetime) -> None:
+    """Merge old stat rows into coarser ones (:data:`TIERS`): two statements."""
+    queries = Queries(using)
+    for from_span, to_span, lag in TIERS:
+        before = int((now - lag).timestamp()) // to_span * to_span
+        queries.compact_stats(from_span, to_span, dt.datetime.fromtimestamp(before, tz=dt.UTC))
 
 
 def prune(using: str, now: dt.datetime, batch: int = 5000) -> int:

@@ -186,7 +186,10 @@ class MinuteStat(models.Model):
     database sums them.
     """
 
-    minute = models.DateTimeField()
+    minute = models.DateTimeField()  # the start of the time the row covers
+    # The seconds the row covers: 60 as a worker writes it; older rows are compacted into
+    # 600 and then 3600, summed over the workers (history.TIERS).
+    span = models.PositiveIntegerField(default=60)
     queue = models.CharField(max_length=100)
     task_name = models.CharField(max_length=255)
     outcome = models.CharField(max_length=10)
@@ -212,7 +215,8 @@ class MinuteStat(models.Model):
 
     class Meta:
         ordering = ["-minute"]
-        indexes = [models.Index(fields=["minute"], name="jobqueue_minutestat_minute")]
+        # The dashboard reads a range of its spans; the compaction one span's oldest rows.
+        indexes = [models.Index(fields=["span", "minute"], name="jobqueue_minutestat_span")]
 
     def __str__(self) -> str:
         return f"{self.minute:%Y-%m-%d %H:%M} {self.queue} {self.task_name} {self.outcome}"

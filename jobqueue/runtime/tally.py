@@ -30,6 +30,7 @@ logger = logging.getLogger("jobqueue.worker")
 
 FLUSH_INTERVAL = 60.0
 PRUNE_EVERY = 60  # flushes between prunes (an hour)
+COMPACT_EVERY = 5  # flushes between compactions
 KEEP_UNWRITTEN = dt.timedelta(hours=1)
 
 Key = tuple[dt.datetime, str, str, str]  # minute, queue, task_name, outcome
@@ -193,6 +194,7 @@ class Recorder:
         for what, step in (
             ("writing the dashboard's counts", lambda: self.tally.flush(self.using)),
             ("sampling queue depth", lambda: sample_depth(self.using, self.clock())),
+            ("compacting the dashboard's history", self._compact),
             ("pruning the dashboard's history", self._prune),
         ):
             try:
@@ -203,6 +205,10 @@ class Recorder:
                 connections[self.using].close()
                 break
         return now + FLUSH_INTERVAL
+
+    def _compact(self) -> None:
+        if self._runs % COMPACT_EVERY == 1:
+            history.compact(self.using, self.clock())
 
     def _prune(self) -> None:
         if self._runs % PRUNE_EVERY == 1:

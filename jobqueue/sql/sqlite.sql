@@ -438,3 +438,19 @@ PRAGMA data_version;
 -- name: stat_bucket
 -- The start (epoch seconds) of the dashboard's bucket of %s seconds a stat row's minute falls in.
 (CAST(strftime('%%s', minute) AS INTEGER) / %s) * %s
+
+-- name: compact_stats_insert
+-- The first half of compact_stats (see postgresql.sql), in one transaction with the second:
+-- SQLite has one writer at a time, and a worker whose read is stale when it comes to write
+-- gets SQLITE_BUSY rather than counting the rows twice.
+INSERT INTO jobqueue_minutestat (minute, span, queue, task_name, outcome, count, seconds,
+                                 h00, h01, h02, h03, h04, h05, h06, h07, h08, h09, h10, h11, h12, h13, h14, h15)
+SELECT datetime((CAST(strftime('%%s', minute) AS INTEGER) / %(to_span)s) * %(to_span)s, 'unixepoch'),
+       %(to_span)s, queue, task_name, outcome, sum(count), sum(seconds),
+       sum(h00), sum(h01), sum(h02), sum(h03), sum(h04), sum(h05), sum(h06), sum(h07), sum(h08), sum(h09), sum(h10), sum(h11), sum(h12), sum(h13), sum(h14), sum(h15)
+FROM jobqueue_minutestat
+WHERE span = %(from_span)s AND minute < %(before)s
+GROUP BY 1, queue, task_name, outcome;
+
+-- name: compact_stats_delete
+DELETE FROM jobqueue_minutestat WHERE span = %(from_span)s AND minute < %(before)s;

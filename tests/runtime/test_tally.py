@@ -8,6 +8,7 @@ import threading
 
 import pytest
 from django.db import connection
+from django.db.models import Sum
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -207,3 +208,30 @@ def test_a_failed_flush_keeps_its_counts_for_the_next(monkeypatch):
     tally.add("default", "t", "succeeded", 0.1)
     assert tally.flush("default") == 1
     assert MinuteStat.objects.get().count == 2
+
+
+@pytest.mark.django_db
+def test_compaction_merges_old_rows_over_workers_and_keeps_the_sums():
+    now = timezone.now()
+    old = now - dt.timedelta(hours=3)  # past the 10-minute tier's lag, not the hour's
+    recent = now - dt.timedelta(minutes=5)
+    for _worker in range(2):  # two workers' rows for the same minutes
+        for minutes in range(30):
+            minute_stat(old - dt.timedelta(minutes=minutes), "t", "succeeded", 3, seconds=0.2)
+        minute_stat(recent, "t", "succeeded", 1)
+    minute_stat(now - dt.timedelta(days=2), "t", "failed", 4, seconds=4)
+    before = {key: history.read(key, "default", now) for key in history.RANGES}
+    history.compact("default", now)
+    spans = sorted(MinuteStat.objects.values_list("span", flat=True))
+    assert spans.count(60) == 2  # the recent minute of each worker stays
+    assert 3 <= spans.count(600) <= 4  # 30 minutes: three or four 10-minute windows
+    assert spans.count(3600) == 1  # the day-old failure, past the 25 h lag
+    assert MinuteStat.objects.filter(span=600).aggregate(n=Sum("count"))["n"] == 180
+    for key in ("24h", "7d"):  # the coarse charts read the same figures as before
+        after = history.read(key, "default", now)
+        assert after.finished == before[key].finished
+        assert [(t.runs, t.failed, t.p95) for t in after.tasks] == [
+            (t.runs, t.failed, t.p95) for t in before[key].tasks
+        ]
+    history.compact("default", now)  # nothing more to merge
+    assert sorted(MinuteStat.objects.values_list("span", flat=True)) == spans
