@@ -102,12 +102,7 @@ def context(range_key: str, using: str, now: dt.datetime | None = None) -> dict[
         },
     ]
     for chart in chart_list:
-        drawn: list[charts.Series] = chart["series"]
-        chart["rows"] = [
-            (labels[i], [_cell(s.values[i]) for s in drawn])
-            for i in range(len(labels))
-            if any(s.values[i] for s in drawn)
-        ]
+        chart["table"] = charts.data_table(labels, chart["series"], _("from"))
     return {
         "range": span,
         "ranges": list(history.RANGES.values()),
@@ -122,7 +117,3 @@ def _latest(values: Sequence[float | None]) -> str:
         if value is not None:
             return charts.number(value)
     return "-"
-
-
-def _cell(value: float | None) -> str:
-    return "-" if value is None else charts.number(value)
