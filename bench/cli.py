@@ -43,6 +43,7 @@ QUICK = {  # --quick: about 3-4 minutes
     "floor_jobs": 5_000,
     "admin_jobs": 10_000,
     "admin_renders": 3,
+    "admin_minutes": 1440,
     "backlog_sizes": [2_000, 20_000],
     "processes_jobs": 2_000,
     "memory_jobs": 10_000,
@@ -151,6 +152,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help=f"jobs in the table, at least {ADMIN_MIN_JOBS:,} (for page 100)",
     )
     admin.add_argument("--admin-renders", type=positive, default=7, help="timed renders per page")
+    admin.add_argument(
+        "--admin-minutes",
+        type=positive,
+        default=7 * 24 * 60,
+        help="minutes of dashboard history loaded (4 workers x 10 tasks each)",
+    )
     more = parser.add_argument_group("W9: more processes")
     more.add_argument("--processes-jobs", type=positive, default=10_000, help="jobs per drain")
     more.add_argument(
@@ -344,7 +351,9 @@ def main(argv: list[str] | None = None) -> None:
         "W9": lambda: processes.processes(args.processes_jobs, args.processes, args.repeat),
         "W10": lambda: backlog.backlog(args.backlog_sizes, args.backlog_batch),
         "W11": lambda: floor.floor(args.floor_jobs, args.floor_connections, args.repeat),
-        "W12": lambda: admin_changelist.admin_pages(args.admin_jobs, args.admin_renders),
+        "W12": lambda: admin_changelist.admin_pages(
+            args.admin_jobs, args.admin_renders, args.admin_minutes
+        ),
         "W13": lambda: memory.memory(args.memory_jobs),
     }
     wanted = [key for key in alone if key in args.only]

@@ -12,6 +12,7 @@ import datetime as dt
 from functools import cached_property
 from typing import Any
 
+import django
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -29,8 +30,8 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from jobqueue import actions, conf, display, notice, overview, pauses, states
-from jobqueue.models import Job, QueueSummary, Schedule, Worker
+from jobqueue import actions, conf, dashboard, display, history, notice, overview, pauses, states
+from jobqueue.models import Dashboard, Job, QueueSummary, Schedule, Worker
 from jobqueue.schedules import spec as schedule_spec
 from jobqueue.schedules import state as schedule_state
 from jobqueue.schedules.spec import KEY_PREFIX, ScheduleSpec
@@ -239,6 +240,9 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
             "jobqueue_workers_url": reverse(f"{self.admin_site.name}:jobqueue_worker_changelist"),
             "jobqueue_schedules_url": reverse(
                 f"{self.admin_site.name}:jobqueue_schedule_changelist"
+            ),
+            "jobqueue_dashboard_url": reverse(
+                f"{self.admin_site.name}:jobqueue_dashboard_changelist"
             ),
             **(extra_context or {}),
         }
@@ -507,6 +511,7 @@ class QueueSummaryAdmin(admin.ModelAdmin):
             "rows": rows,
             "workers_url": reverse(f"{self.admin_site.name}:jobqueue_worker_changelist"),
             "schedules_url": reverse(f"{self.admin_site.name}:jobqueue_schedule_changelist"),
+            "dashboard_url": reverse(f"{self.admin_site.name}:jobqueue_dashboard_changelist"),
             "jobs_url": jobs_url,
             "may_pause": self.may_pause(request),
             "pause_url": reverse(f"{self.admin_site.name}:jobqueue_queuesummary_pause"),
@@ -552,6 +557,58 @@ class QueueSummaryAdmin(admin.ModelAdmin):
         return HttpResponseRedirect(
             reverse(f"{self.admin_site.name}:jobqueue_queuesummary_changelist")
         )
+
+
+@admin.register(Dashboard)
+class DashboardAdmin(admin.ModelAdmin):
+    """Charts of the last 1 h / 24 h / 7 d, the tasks' figures and the workers
+    (:mod:`jobqueue.dashboard`); read-only, for whoever may view jobs."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return notice.may_view_jobs(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        info = (self.opts.app_label, self.opts.model_name)
+        return [
+            path(
+                "",
+                self.admin_site.admin_view(self.changelist_view),
+                name="{}_{}_changelist".format(*info),
+            )
+        ]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        range_key = request.GET.get("range", history.DEFAULT_RANGE)
+        if range_key not in history.RANGES:
+            range_key = history.DEFAULT_RANGE
+        url = reverse(f"{self.admin_site.name}:jobqueue_dashboard_changelist")
+        context = {
+            **self.admin_site.each_context(request),
+            **dashboard.context(range_key, Job.objects.db),
+            "title": _("Dashboard"),
+            "opts": self.opts,
+            "url": url,
+            "jobs_url": reverse(f"{self.admin_site.name}:jobqueue_job_changelist"),
+            "queues_url": reverse(f"{self.admin_site.name}:jobqueue_queuesummary_changelist"),
+            "workers_url": reverse(f"{self.admin_site.name}:jobqueue_worker_changelist"),
+            "breadcrumbs_ol": django.VERSION >= (6,),
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/jobqueue/dashboard/overview.html", context)
 
 
 @admin.register(Schedule)

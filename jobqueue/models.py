@@ -19,7 +19,7 @@ from jobqueue.states import Status
 
 # Django's warnings that MySQL and MariaDB ignore an index's condition (models.W037) and
 # skip a conditional unique constraint (models.W036): true of Django's DDL, not of
-# jobqueue's, whose migration 0008_mysql builds each of them there on a generated column.
+# jobqueue's, whose migration 0009_mysql builds each of them there on a generated column.
 _BUILT_BY_0005_MYSQL = {"models.W036", "models.W037"}
 
 
@@ -50,7 +50,7 @@ class PartialIndex(models.Index):
 
 class PartialUniqueConstraint(models.UniqueConstraint):
     """``models.UniqueConstraint`` with a ``condition``, as :class:`PartialIndex` is for an
-    index: built on MySQL and MariaDB by migration 0008_mysql, so without Django's warning
+    index: built on MySQL and MariaDB by migration 0009_mysql, so without Django's warning
     that it is skipped there."""
 
     def check(self, model: type[models.Model], connection: BaseDatabaseWrapper) -> Any:
@@ -98,7 +98,7 @@ class Job(models.Model):
         indexes = [
             # The claim reads only due pending rows in this order; finished rows are not in
             # the index at all, so a million of them cost the claim nothing.
-            # (On MySQL and MariaDB, migration 0008_mysql builds both of these on generated
+            # (On MySQL and MariaDB, migration 0009_mysql builds both of these on generated
             # columns that are NULL outside the condition, and the unique key below too.)
             PartialIndex(
                 fields=["-priority", "run_at", "id"],
@@ -157,6 +157,9 @@ class Worker(models.Model):
     concurrency = models.PositiveIntegerField()
     started_at = models.DateTimeField(default=timezone.now)
     last_heartbeat = models.DateTimeField(default=timezone.now)
+    # The process's resident memory in bytes, as of its last heartbeat. NULL for a row an
+    # older version wrote (its statement does not name this column) during a rolling deploy.
+    memory = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["pool", "started_at"]
@@ -176,6 +179,17 @@ class QueueSummary(Job):
         proxy = True
         verbose_name = "queue"
         verbose_name_plural = "queues"
+        default_permissions = ()
+
+
+class Dashboard(Job):
+    """The admin's dashboard (charts of the history, the per-task table, the workers): a proxy
+    for its entry on the admin index, with the ``Job`` permissions like ``QueueSummary``."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "dashboard"
+        verbose_name_plural = "dashboard"
         default_permissions = ()
 
 
@@ -229,3 +243,73 @@ class QueuePause(models.Model):
 
     def __str__(self) -> str:
         return self.queue
+
+
+class MinuteStat(models.Model):
+    """What one worker saw in one minute, for one queue, task and outcome: the admin's
+    dashboard reads its history from these rows, not from the job table (retention deletes
+    succeeded jobs, and counting a million rows per page view is too slow).
+
+    Each worker tallies the ``job_started``/``job_finished`` signals in-process and writes its
+    tally once a minute in one multi-row insert (:mod:`jobqueue.runtime.tally`); several rows
+    for the same key (workers, flushes) are summed by the reader. ``outcome`` is one of
+    ``signals.OUTCOMES``, or ``"started"`` for the starts, whose histogram is of their wait
+    (seconds from due to start); the outcomes' histogram is of the handlers' durations. The
+    histogram's buckets are :data:`jobqueue.history.BOUNDS`, one column each, so that the
+    database sums them.
+    """
+
+    minute = models.DateTimeField()  # the start of the time the row covers
+    # The seconds the row covers: 60 as a worker writes it; older rows are compacted into
+    # 600 and then 3600, summed over the workers (history.TIERS).
+    span = models.PositiveIntegerField(default=60)
+    queue = models.CharField(max_length=100)
+    task_name = models.CharField(max_length=255)
+    outcome = models.CharField(max_length=10)
+    count = models.PositiveIntegerField()
+    # The sum of the seconds histogrammed (durations, or waits for "started").
+    seconds = models.FloatField(default=0.0)
+    h00 = models.PositiveIntegerField(default=0)
+    h01 = models.PositiveIntegerField(default=0)
+    h02 = models.PositiveIntegerField(default=0)
+    h03 = models.PositiveIntegerField(default=0)
+    h04 = models.PositiveIntegerField(default=0)
+    h05 = models.PositiveIntegerField(default=0)
+    h06 = models.PositiveIntegerField(default=0)
+    h07 = models.PositiveIntegerField(default=0)
+    h08 = models.PositiveIntegerField(default=0)
+    h09 = models.PositiveIntegerField(default=0)
+    h10 = models.PositiveIntegerField(default=0)
+    h11 = models.PositiveIntegerField(default=0)
+    h12 = models.PositiveIntegerField(default=0)
+    h13 = models.PositiveIntegerField(default=0)
+    h14 = models.PositiveIntegerField(default=0)
+    h15 = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-minute"]
+        # The dashboard reads a range of its spans; the compaction one span's oldest rows.
+        indexes = [models.Index(fields=["span", "minute"], name="jobqueue_minutestat_span")]
+
+    def __str__(self) -> str:
+        return f"{self.minute:%Y-%m-%d %H:%M} {self.queue} {self.task_name} {self.outcome}"
+
+
+class QueueSample(models.Model):
+    """One queue's depth in one minute, written by the first worker to sample that minute
+    (the unique key turns the others' inserts into nothing)."""
+
+    minute = models.DateTimeField()
+    queue = models.CharField(max_length=100)
+    due = models.PositiveIntegerField(default=0)
+    scheduled = models.PositiveIntegerField(default=0)
+    running = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-minute"]
+        constraints = [
+            models.UniqueConstraint(fields=["minute", "queue"], name="jobqueue_queuesample_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.minute:%Y-%m-%d %H:%M} {self.queue}"

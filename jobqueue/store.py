@@ -549,9 +549,10 @@ class Store:
         queues: dict[str, Any],
         concurrency: int,
         tasks: Sequence[str] = (),
+        memory: int | None = None,
     ) -> None:
         """Insert this worker's row, or refresh its heartbeat (and ``tasks``, the task names
-        it registered) if it is there."""
+        it registered, and ``memory``, its resident bytes) if it is there."""
         self.queries.execute(
             "register_worker",
             {
@@ -562,6 +563,7 @@ class Store:
                 "queues": json.dumps(queues),
                 "tasks": json.dumps(list(tasks)),
                 "concurrency": concurrency,
+                "memory": memory,
                 **self.queries.clock(),
             },
         )

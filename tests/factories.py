@@ -3,7 +3,8 @@ import datetime as dt
 import factory
 from django.utils import timezone
 
-from jobqueue.models import Job, Worker
+from jobqueue import history
+from jobqueue.models import Job, MinuteStat, Worker
 
 
 class JobFactory(factory.django.DjangoModelFactory):
@@ -43,3 +44,25 @@ class WorkerFactory(factory.django.DjangoModelFactory):
     last_heartbeat = factory.LazyAttribute(
         lambda o: timezone.now() - dt.timedelta(seconds=o.heartbeat_age)
     )
+
+
+def minute_stat(
+    minute: dt.datetime,
+    task_name: str = "tests.testapp.tasks.add",
+    outcome: str = "succeeded",
+    count: int = 1,
+    seconds: float = 0.2,
+    queue: str = "default",
+) -> MinuteStat:
+    """A saved stat row of ``count`` events, each of ``seconds`` (their histogram bucket)."""
+    row = MinuteStat(
+        minute=minute.replace(second=0, microsecond=0),
+        queue=queue,
+        task_name=task_name,
+        outcome=outcome,
+        count=count,
+        seconds=seconds * count,
+    )
+    setattr(row, history.COLUMNS[history.bucket_of(seconds)], count)
+    row.save()
+    return row

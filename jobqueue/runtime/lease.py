@@ -15,6 +15,7 @@ from typing import Any
 from django.db import DatabaseError, connections
 
 from jobqueue.runtime.attempt import Attempt
+from jobqueue.runtime.limits import resident_memory
 from jobqueue.runtime.outage import HEALTH, Backoff, Health
 from jobqueue.runtime.service import Control
 from jobqueue.store import Store
@@ -78,6 +79,7 @@ class Registration:
             queues=self._queues,
             concurrency=self._concurrency,
             tasks=self._tasks,
+            memory=resident_memory(),
         )
 
     def deregister(self) -> None:

@@ -39,6 +39,7 @@ from jobqueue.runtime.maintenance import Maintenance, Prune, Rescue, Unregistere
 from jobqueue.runtime.outage import HEALTH
 from jobqueue.runtime.polling import SAFETY_POLL
 from jobqueue.runtime.service import Service
+from jobqueue.runtime.tally import Recorder, Tally
 from jobqueue.runtime.ticker import Ticker
 from jobqueue.runtime.writer import Writer
 from jobqueue.store import ClaimScope, Store
@@ -155,12 +156,16 @@ class Worker(Service):
         )
         # Every worker evaluates the schedules; the database decides who wins each tick.
         self.ticker = Ticker(self.settings, using, health)
+        # The dashboard's history: counted from the signals, written once a minute.
+        self.tally = Tally(me)
+        self.recorder = Recorder(tally=self.tally, using=using, health=health)
         self.maintenance = Maintenance(
             [
                 Rescue(store=store, worker=me, health=health, control=control, interval=interval),
                 Prune(store=store, worker=me, health=health),
                 UnregisteredWarning(store=store, worker=me, health=health),
                 self.ticker,
+                self.recorder,
             ]
         )
         self._task_names: list[str] = []
@@ -184,6 +189,7 @@ class Worker(Service):
         if self.on_ready is not None:
             self.on_ready()
         signals.jobs_committed.connect(self._on_jobs_committed, weak=False)
+        self.tally.connect()
         self.heartbeat.start()
         self.executor.start(self.runner)
         scope = ClaimScope(self.id, tuple(self._task_names), self.queues, self.excluded)
@@ -346,6 +352,9 @@ class Worker(Service):
         if self.listener is not None:
             self.listener.stop()
         self.heartbeat.stop()
+        # After the last outcomes are written (writer.stop above) and their signals sent.
+        self.tally.disconnect()
+        self.recorder.final_flush()
         self.registration.deregister()
         self.executor.stop()
         connections.close_all()

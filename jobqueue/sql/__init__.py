@@ -440,6 +440,21 @@ class Queries:
             return None
         return str(name)
 
+    def compact_stats(self, from_span: int, to_span: int, before: dt.datetime) -> None:
+        """Merge the dashboard's stat rows of ``from_span`` seconds older than ``before`` (a
+        multiple of ``to_span``) into rows of ``to_span`` seconds: one statement on
+        PostgreSQL, an insert and a delete in one transaction on SQLite, and on MySQL the
+        same after a locking read of the rows, for want of SQLite's one writer."""
+        params = {"from_span": from_span, "to_span": to_span, "before": self.time(before)}
+        if self.is_postgresql:
+            self.execute("compact_stats", params)
+            return
+        with transaction.atomic(using=self.using):
+            if self.is_mysql:
+                self.execute("compact_stats_lock", params)
+            self.execute("compact_stats_insert", params)
+            self.execute("compact_stats_delete", params)
+
     def estimated_rows(self, table: str) -> int | None:
         """The planner's estimate of ``table``'s rows on PostgreSQL (``None`` before it was
         ever analysed); always ``None`` on SQLite, which keeps no such estimate, and on

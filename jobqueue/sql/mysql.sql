@@ -23,7 +23,7 @@
 -- FOR UPDATE of the rows and of what RETURNING would say, then "<name>", the UPDATE of
 -- those rows by id (%(ids)s, a JSON array of the first column), which hold still under
 -- their locks; and, where RETURNING would report values the UPDATE wrote, "<name>_read"
--- reads them back. Migration 0008_mysql adds the generated columns named here: claim_rank
+-- reads them back. Migration 0009_mysql adds the generated columns named here: claim_rank
 -- (-priority of a pending job), running_lease (the lease of a running one) and
 -- unfinished_key (the idempotency key of an unfinished one), each NULL otherwise, under the
 -- indexes that the partial indexes are elsewhere.
@@ -260,11 +260,12 @@ LIMIT %(batch)s;
 -- Insert or refresh this worker's row; a worker whose row was reaped while it was paused
 -- comes back (its jobs, if rescued meanwhile, stay fenced off by their new tokens). The task
 -- names it registered are written on every beat too, so a row re-inserted after a reap, or
--- one an older version wrote, soon says what this process claims. (The duplicate key can
--- only be the primary key: the worker table has no other unique index.)
-INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, tasks, concurrency, started_at, last_heartbeat)
-VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, %(queues)s, %(tasks)s, %(concurrency)s, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
-ON DUPLICATE KEY UPDATE last_heartbeat = UTC_TIMESTAMP(6), tasks = %(tasks)s;
+-- one an older version wrote, soon says what this process claims; its resident memory too.
+-- (The duplicate key can only be the primary key: the worker table has no other unique
+-- index.)
+INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, tasks, concurrency, memory, started_at, last_heartbeat)
+VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, %(queues)s, %(tasks)s, %(concurrency)s, %(memory)s, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE last_heartbeat = UTC_TIMESTAMP(6), tasks = %(tasks)s, memory = %(memory)s;
 
 -- name: deregister_worker
 DELETE FROM jobqueue_worker WHERE id = %(worker)s;
@@ -561,6 +562,37 @@ FROM (SELECT DISTINCT queue AS name FROM jobqueue_job) AS q;
 -- gauges' cap, where PostgreSQL would estimate (InnoDB's estimates are too rough).
 SELECT count(*) FROM jobqueue_job
 WHERE queue = %(queue)s AND status = %(status)s AND run_at <= %(before)s AND run_at > %(after)s;
+
+-- name: stat_bucket
+-- The start (epoch seconds) of the dashboard's bucket of %s seconds a stat row's minute falls
+-- in. Seconds since 1970 by TIMESTAMPDIFF, not UNIX_TIMESTAMP, which reads a DATETIME in the
+-- session's time zone: the stored times are UTC, whatever the session's zone.
+-- (CAST: FLOOR of a quotient is a DECIMAL here, which Python reads as a Decimal.)
+CAST(FLOOR(TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', minute) / %s) * %s AS SIGNED)
+
+-- name: compact_stats_lock
+-- The first of compact_stats' three (see postgresql.sql), in one transaction: the rows to
+-- merge, locked, so that a second worker compacting at the same time waits here until the
+-- first commits, and its insert then reads them gone (READ COMMITTED: each statement sees
+-- what was committed before it). Without it, both could read the rows and count them twice.
+SELECT id FROM jobqueue_minutestat
+WHERE span = %(from_span)s AND minute < %(before)s
+FOR UPDATE;
+
+-- name: compact_stats_insert
+INSERT INTO jobqueue_minutestat (minute, span, queue, task_name, outcome, count, seconds,
+                                 h00, h01, h02, h03, h04, h05, h06, h07, h08, h09, h10, h11, h12, h13, h14, h15)
+SELECT TIMESTAMP('1970-01-01 00:00:00')
+           + INTERVAL (FLOOR(TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', minute) / %(to_span)s)
+                       * %(to_span)s) SECOND AS bucket,
+       %(to_span)s, queue, task_name, outcome, sum(count), sum(seconds),
+       sum(h00), sum(h01), sum(h02), sum(h03), sum(h04), sum(h05), sum(h06), sum(h07), sum(h08), sum(h09), sum(h10), sum(h11), sum(h12), sum(h13), sum(h14), sum(h15)
+FROM jobqueue_minutestat
+WHERE span = %(from_span)s AND minute < %(before)s
+GROUP BY bucket, queue, task_name, outcome;
+
+-- name: compact_stats_delete
+DELETE FROM jobqueue_minutestat WHERE span = %(from_span)s AND minute < %(before)s;
 
 -- name: in_transaction
 -- Whether this connection is inside a transaction (a handler's raw BEGIN left open): asked

@@ -262,10 +262,10 @@ WHERE id IN (
 -- Insert or refresh this worker's row; a worker whose row was reaped while it was paused
 -- comes back (its jobs, if rescued meanwhile, stay fenced off by their new tokens). The task
 -- names it registered are written on every beat too, so a row re-inserted after a reap, or
--- one an older version wrote, soon says what this process claims.
-INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, tasks, concurrency, started_at, last_heartbeat)
-VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, %(queues)s::jsonb, %(tasks)s::jsonb, %(concurrency)s, now(), now())
-ON CONFLICT (id) DO UPDATE SET last_heartbeat = now(), tasks = EXCLUDED.tasks;
+-- one an older version wrote, soon says what this process claims; its resident memory too.
+INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, tasks, concurrency, memory, started_at, last_heartbeat)
+VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, %(queues)s::jsonb, %(tasks)s::jsonb, %(concurrency)s, %(memory)s, now(), now())
+ON CONFLICT (id) DO UPDATE SET last_heartbeat = now(), tasks = EXCLUDED.tasks, memory = EXCLUDED.memory;
 
 -- name: deregister_worker
 DELETE FROM jobqueue_worker WHERE id = %(worker)s;
@@ -591,3 +591,27 @@ WHERE queue = %(queue)s AND status = %(status)s AND run_at <= %(before)s AND run
 -- name): a resumed queue's due jobs are claimed at once, not at the next safety poll.
 -- Delivered at commit, so a resume rolled back wakes nobody.
 SELECT pg_notify(%(channel)s, queue) FROM unnest(%(queues)s::text[]) AS queue;
+
+-- name: stat_bucket
+-- The start (epoch seconds) of the dashboard's bucket of %s seconds a stat row's minute falls in.
+(floor(extract(epoch FROM minute) / %s) * %s)::bigint
+
+-- name: compact_stats
+-- Merge the dashboard's stat rows of span %(from_span)s seconds before %(before)s (a window
+-- boundary) into one row per window of %(to_span)s seconds, queue, task and outcome, summed
+-- over workers: the week's chart reads a few thousand rows instead of a row per worker and
+-- minute. One statement: a second worker compacting at the same time finds the rows gone
+-- once the first commits (its DELETE skips them), so nothing is counted twice.
+WITH gone AS (
+    DELETE FROM jobqueue_minutestat
+    WHERE span = %(from_span)s AND minute < %(before)s
+    RETURNING minute, queue, task_name, outcome, count, seconds,
+              h00, h01, h02, h03, h04, h05, h06, h07, h08, h09, h10, h11, h12, h13, h14, h15
+)
+INSERT INTO jobqueue_minutestat (minute, span, queue, task_name, outcome, count, seconds,
+                                 h00, h01, h02, h03, h04, h05, h06, h07, h08, h09, h10, h11, h12, h13, h14, h15)
+SELECT to_timestamp(floor(extract(epoch FROM minute) / %(to_span)s) * %(to_span)s), %(to_span)s,
+       queue, task_name, outcome, sum(count), sum(seconds),
+       sum(h00), sum(h01), sum(h02), sum(h03), sum(h04), sum(h05), sum(h06), sum(h07), sum(h08), sum(h09), sum(h10), sum(h11), sum(h12), sum(h13), sum(h14), sum(h15)
+FROM gone
+GROUP BY 1, queue, task_name, outcome;

@@ -205,10 +205,10 @@ WHERE id IN (
 -- Insert or refresh this worker's row; a worker whose row was reaped while it was paused
 -- comes back (its jobs, if rescued meanwhile, stay fenced off by their new tokens). The task
 -- names it registered are written on every beat too, so a row re-inserted after a reap, or
--- one an older version wrote, soon says what this process claims.
-INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, tasks, concurrency, started_at, last_heartbeat)
-VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, json(%(queues)s), json(%(tasks)s), %(concurrency)s, %(now)s, %(now)s)
-ON CONFLICT (id) DO UPDATE SET last_heartbeat = excluded.last_heartbeat, tasks = excluded.tasks;
+-- one an older version wrote, soon says what this process claims; its resident memory too.
+INSERT INTO jobqueue_worker (id, hostname, pid, pool, queues, tasks, concurrency, memory, started_at, last_heartbeat)
+VALUES (%(worker)s, %(hostname)s, %(pid)s, %(pool)s, json(%(queues)s), json(%(tasks)s), %(concurrency)s, %(memory)s, %(now)s, %(now)s)
+ON CONFLICT (id) DO UPDATE SET last_heartbeat = excluded.last_heartbeat, tasks = excluded.tasks, memory = excluded.memory;
 
 -- name: deregister_worker
 DELETE FROM jobqueue_worker WHERE id = %(worker)s;
@@ -485,3 +485,23 @@ WHERE q.name IS NOT NULL;
 -- gauges' cap, where PostgreSQL would estimate (SQLite keeps no statistics to ask).
 SELECT count(*) FROM jobqueue_job
 WHERE queue = %(queue)s AND status = %(status)s AND run_at <= %(before)s AND run_at > %(after)s;
+
+-- name: stat_bucket
+-- The start (epoch seconds) of the dashboard's bucket of %s seconds a stat row's minute falls in.
+(CAST(strftime('%%s', minute) AS INTEGER) / %s) * %s
+
+-- name: compact_stats_insert
+-- The first half of compact_stats (see postgresql.sql), in one transaction with the second:
+-- SQLite has one writer at a time, and a worker whose read is stale when it comes to write
+-- gets SQLITE_BUSY rather than counting the rows twice.
+INSERT INTO jobqueue_minutestat (minute, span, queue, task_name, outcome, count, seconds,
+                                 h00, h01, h02, h03, h04, h05, h06, h07, h08, h09, h10, h11, h12, h13, h14, h15)
+SELECT datetime((CAST(strftime('%%s', minute) AS INTEGER) / %(to_span)s) * %(to_span)s, 'unixepoch'),
+       %(to_span)s, queue, task_name, outcome, sum(count), sum(seconds),
+       sum(h00), sum(h01), sum(h02), sum(h03), sum(h04), sum(h05), sum(h06), sum(h07), sum(h08), sum(h09), sum(h10), sum(h11), sum(h12), sum(h13), sum(h14), sum(h15)
+FROM jobqueue_minutestat
+WHERE span = %(from_span)s AND minute < %(before)s
+GROUP BY 1, queue, task_name, outcome;
+
+-- name: compact_stats_delete
+DELETE FROM jobqueue_minutestat WHERE span = %(from_span)s AND minute < %(before)s;

@@ -63,7 +63,7 @@ def _run(statements: list[str]) -> Callable[[StateApps, BaseDatabaseSchemaEditor
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobqueue", "0007_queuepause"),
+        ("jobqueue", "0008_dashboard"),
     ]
 
     operations = [
