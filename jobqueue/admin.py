@@ -75,6 +75,23 @@ class ReadOnlyMixin:
         return False
 
 
+class JobsPageMixin:
+    """A page of figures about the jobs, not a table to edit: whoever may view jobs sees it
+    (``notice.may_view_jobs``), nobody adds, changes or deletes through it."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return notice.may_view_jobs(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Job)
 class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
@@ -401,20 +418,8 @@ class WorkerAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(QueueSummary)
-class QueueSummaryAdmin(admin.ModelAdmin):
+class QueueSummaryAdmin(JobsPageMixin, admin.ModelAdmin):
     """Per queue: its pool and its jobs by state, the figures of ``manage.py jobs queues``."""
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return notice.may_view_jobs(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def may_pause(self, request: HttpRequest) -> bool:
         """Pause and Resume need the permission the job actions need: ``change_job``."""
@@ -560,21 +565,9 @@ class QueueSummaryAdmin(admin.ModelAdmin):
 
 
 @admin.register(Dashboard)
-class DashboardAdmin(admin.ModelAdmin):
+class DashboardAdmin(JobsPageMixin, admin.ModelAdmin):
     """Charts of the last 1 h / 24 h / 7 d, the tasks' figures and the workers
     (:mod:`jobqueue.dashboard`); read-only, for whoever may view jobs."""
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return notice.may_view_jobs(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def get_urls(self) -> list[URLPattern]:
         info = (self.opts.app_label, self.opts.model_name)
