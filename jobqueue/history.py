@@ -15,6 +15,7 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, cast
 
 from django.db import connections
@@ -203,12 +204,18 @@ def read(range_key: str, using: str, now: dt.datetime | None = None) -> History:
 def plain_rows(queryset: Any, using: str) -> Iterable[dict[str, Any]]:
     """``queryset.values(...)``'s rows without Django's per-value converters: its statement
     run on a cursor. Sums of integers need none, and for the few thousand rows of a week's
-    buckets the converters cost more than the query."""
+    buckets the converters cost more than the query; but MySQL sums integers as DECIMAL,
+    which the driver reads as ``Decimal``: those become ints (every DECIMAL here is a sum
+    of integers; the float columns' sums stay floats)."""
     sql, params = queryset.query.sql_with_params()
     with connections[using].cursor() as cursor:
         cursor.execute(sql, params)
         names = [column[0] for column in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    return [
+        {n: int(v) if isinstance(v, Decimal) else v for n, v in zip(names, row, strict=True)}
+        for row in rows
+    ]
 
 
 def last_failures(using: str, since: dt.datetime) -> list[tuple[str, dt.datetime | None, str]]:

@@ -11,6 +11,8 @@ too, long before the heartbeat would notice (up to ``LEASE / 3`` later).
 * On SQLite there is no NOTIFY: the watcher's thread reports another connection's commit
   through ``committed()``, and the worker asks at its next look, at most every
   ``CHECK_INTERVAL``, and only while it holds jobs.
+* On MySQL there is neither NOTIFY nor a file to watch (``polls``): the worker asks every
+  ``CHECK_INTERVAL`` while it holds jobs, as if every moment brought a commit.
 
 Either way the loop's thread then runs ``check()``: one read by primary key
 (:meth:`~jobqueue.store.Store.held_jobs`) says which of the suspected attempts still own
@@ -72,8 +74,12 @@ class Canceller:
         executor: Executor,
         health: Health,
         wake: Callable[[], None],
+        polls: bool = False,
     ) -> None:
         self._store = store
+        # Nothing tells this worker of other connections' commits (MySQL): it asks every
+        # CHECK_INTERVAL while it holds jobs, one read by primary key each time.
+        self._polls = polls
         self._worker = worker
         self._executor = executor
         self._health = health
@@ -105,7 +111,7 @@ class Canceller:
         with self._lock:
             if self._suspects:
                 return max(time.monotonic(), self._retry_at)
-            if not self._commit_seen:
+            if not (self._commit_seen or self._polls):
                 return None
         if not self._executor.holding():
             return None
@@ -117,7 +123,7 @@ class Canceller:
         if now < self._retry_at:
             return
         with self._lock:
-            suspects, commit_seen = self._suspects, self._commit_seen
+            suspects, commit_seen = self._suspects, self._commit_seen or self._polls
             if not suspects and not (commit_seen and now >= self._next_check):
                 return
             self._suspects, self._commit_seen = set(), False

@@ -116,7 +116,14 @@ class Worker(Service):
         )
         self.writer = Writer(store=store, demand=self.demand, intake=self.intake)
         self.canceller = Canceller(
-            store=store, worker=me, executor=self.executor, health=health, wake=control.wake
+            store=store,
+            worker=me,
+            executor=self.executor,
+            health=health,
+            wake=control.wake,
+            # No listener and no watcher (MySQL, an in-memory SQLite): nothing reports a
+            # commit, so the canceller asks while it holds jobs.
+            polls=self.listener is None,
         )
         self.runner = Runner(store=store, worker=me, executor=self.executor, writer=self.writer)
         self.lookout = Lookout(

@@ -94,9 +94,14 @@ def test_a_file_it_cannot_open_is_said_once_and_retried(sqlite_only, tmp_path, c
 def test_each_database_gets_its_listener(vendor, monkeypatch):
     settings = conf.get()
     store = Store("default", settings)
+    on_demand = conf.build({"POOLS": {"default": {"queues": "*", "resident": False}}})
+    if vendor == "mysql":
+        # No LISTEN, no file to watch: MySQL's workers and supervisor poll.
+        assert Service(store=store, settings=settings).listener is None
+        assert Supervisor(settings=on_demand).listener is None
+        return
     expected = Listener if vendor == "postgresql" else Watcher
     assert isinstance(Service(store=store, settings=settings).listener, expected)
-    on_demand = conf.build({"POOLS": {"default": {"queues": "*", "resident": False}}})
     assert isinstance(Supervisor(settings=on_demand).listener, expected)
     assert Service(store=store, settings=settings, listen=False).listener is None
     if vendor == "sqlite":
