@@ -235,7 +235,21 @@ def main(argv: list[str] | None = None) -> None:
     if args.prepared:
         # Read by the settings of both Django projects, here and in every subprocess.
         os.environ["DATABASE_PREPARED"] = "true"
+    under_test: list[Any] = []  # the systems, filled in by run(): their databases go too
+    try:
+        run(args, argv, config, under_test)
+    finally:
+        names = {str(config["NAME"]), *(system.database() for system in under_test)}
+        drop_databases(config, sorted(names))
 
+
+def run(
+    args: argparse.Namespace,
+    argv: list[str] | None,
+    config: dict[str, Any],
+    under_test: list[Any],
+) -> None:
+    """Choose and set up the systems, run the workloads, write the report."""
     import django
 
     django.setup()
@@ -266,24 +280,8 @@ def main(argv: list[str] | None = None) -> None:
             else "off in jobqueue and django-tasks-db (Django's default)"
         )
     started = time.monotonic()
-    under_test = [available[name]() for name in args.systems]
-    try:
-        run(args, argv, config, info, started, under_test)
-    finally:
-        names = {str(config["NAME"]), *(system.database() for system in under_test)}
-        drop_databases(config, sorted(names))
-
-
-def run(
-    args: argparse.Namespace,
-    argv: list[str] | None,
-    config: dict[str, Any],
-    info: dict[str, str],
-    started: float,
-    under_test: list[Any],
-) -> None:
-    """Set up the systems, run the workloads, write the report."""
-    from django.db import connection
+    for name in args.systems:
+        under_test.append(available[name]())
 
     from bench import (
         admin_changelist,
@@ -293,7 +291,6 @@ def run(
         large_table,
         memory,
         processes,
-        report,
         workloads,
     )
     from bench.serverlog import MariaDBLog, ServerLog

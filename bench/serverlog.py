@@ -92,7 +92,7 @@ class ServerLog:
 # the thread id, the command, a tab, its argument (a statement may go on over more lines).
 GENERAL_LINE = re.compile(
     r"^(?:\d{6} [ \d]\d:\d\d:\d\d)?\s+(?P<thread>\d+) "
-    r"(?P<command>[A-Z][a-z]*(?: [A-Z][a-z]*)?)\t(?P<argument>.*)$"
+    r"(?P<command>[A-Z][A-Za-z]*(?: [A-Z][A-Za-z]*)?)\t(?P<argument>.*)$"
 )
 CONNECT = re.compile(r" on (?P<db>\S*) using ")
 COUNTED = {"Query", "Execute"}
