@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -102,8 +103,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--systems",
         nargs="+",
-        default=["jobqueue", "procrastinate", "pgqueuer", "django-tasks-db", "raw-1", "raw-100"],
-        help="on SQLite and MariaDB only jobqueue and django-tasks-db run",
+        default=[
+            "jobqueue",
+            "procrastinate",
+            "pgqueuer",
+            "graphile-worker",
+            "django-tasks-db",
+            "raw-1",
+            "raw-100",
+        ],
+        help="on SQLite and MariaDB only jobqueue and django-tasks-db run; graphile-worker "
+        "needs Node.js",
     )
     parser.add_argument(
         "--only",
@@ -269,6 +279,9 @@ def run(
         ]
     elif not compared:  # no peer takes part: none is set up
         args.systems = [name for name in args.systems if name == "jobqueue"]
+    if "graphile-worker" in args.systems and not (shutil.which("node") and shutil.which("npm")):
+        progress("no graphile-worker: it needs Node.js and npm on PATH")
+        args.systems.remove("graphile-worker")
     unknown = set(args.systems) - set(available)
     if unknown:
         sys.exit(f"unknown system(s) {', '.join(sorted(unknown))}; known: {', '.join(available)}")

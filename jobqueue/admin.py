@@ -12,7 +12,6 @@ import datetime as dt
 from functools import cached_property
 from typing import Any
 
-import django
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -28,7 +27,7 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from jobqueue import actions, conf, display, notice, overview, states
 from jobqueue.models import Job, QueueSummary, Schedule, Worker
@@ -79,20 +78,19 @@ class ReadOnlyMixin:
 class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
         "id",
-        "task_name",
-        "queue",
-        "status_badge",
-        "attempts_of",
-        "crashes",
-        "run_at",
-        "updated_at",
+        "task",
+        "queue_name",
+        "status_and_attempts",
+        "run_at_time",
+        "updated_at_time",
         "error",
     )
-    list_display_links = ("id", "task_name")
+    list_display_links = ("id", "task")
     list_filter = ("status", "queue", "task_name", "enqueued_at", "finished_at")
     search_fields = ("task_name", "=idempotency_key")
     search_help_text = _("Search by id, task name (or part of it) or idempotency key.")
     list_per_page = 50
+    empty_value_display = display.EMPTY
     # The "(N total)" link would count the whole table on every filtered page.
     show_full_result_count = False
     paginator = EstimatedCountPaginator
@@ -105,7 +103,7 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
                     ("id", "status_badge"),
                     ("task_name", "queue", "priority"),
                     ("attempts_of", "crashes", "on_crash"),
-                    ("run_at", "idempotency_key"),
+                    ("run_at_time", "idempotency_key"),
                     "error",
                 )
             },
@@ -114,7 +112,7 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
         (_("Errors"), {"fields": ("errors_html",)}),
         (_("Steps done"), {"fields": ("steps_html",)}),
         (_("Timeline"), {"fields": ("timeline_html",)}),
-        (_("Owner"), {"fields": (("worker", "lease_until"),)}),
+        (_("Owner"), {"fields": (("worker", "lease_until_time"),)}),
     )
     readonly_fields = (
         "id",
@@ -125,7 +123,7 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
         "attempts_of",
         "crashes",
         "on_crash",
-        "run_at",
+        "run_at_time",
         "idempotency_key",
         "error",
         "args_json",
@@ -135,7 +133,7 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
         "steps_html",
         "timeline_html",
         "worker",
-        "lease_until",
+        "lease_until_time",
     )
 
     def has_change_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
@@ -155,9 +153,34 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
     def attempts_of(self, job: Job) -> str:
         return f"{job.attempts} / {job.max_attempts}"
 
+    @admin.display(description=_("task"), ordering="task_name")
+    def task(self, job: Job) -> SafeString:
+        return display.task_name(job.task_name)
+
+    @admin.display(description=_("queue"), ordering="queue")
+    def queue_name(self, job: Job) -> SafeString:
+        return display.clipped(job.queue, "jobqueue-queue")
+
+    @admin.display(description=_("status"), ordering="status")
+    def status_and_attempts(self, job: Job) -> SafeString:
+        # One column for three: the changelist fits 1,400 px with the sidebars open.
+        return display.status_and_attempts(job)
+
+    @admin.display(description=_("run at"), ordering="run_at")
+    def run_at_time(self, job: Job) -> SafeString:
+        return display.moment(job.run_at)
+
+    @admin.display(description=_("updated at"), ordering="updated_at")
+    def updated_at_time(self, job: Job) -> SafeString:
+        return display.moment(job.updated_at)
+
+    @admin.display(description=_("lease until"))
+    def lease_until_time(self, job: Job) -> SafeString:
+        return display.moment(job.lease_until)
+
     @admin.display(description=_("last error"))
-    def error(self, job: Job) -> str:
-        return display.first_line(job.last_error)
+    def error(self, job: Job) -> SafeString:
+        return display.clipped(job.last_error, "jobqueue-error")
 
     @admin.display(description=_("args"))
     def args_json(self, job: Job) -> SafeString:
@@ -230,6 +253,8 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
     ) -> HttpResponse:
         context = dict(extra_context or {})
         job = self.get_object(request, object_id)
+        if job is not None:
+            context.setdefault("title", job_title(job))
         if job is not None and job.status == states.PENDING:
             # Why this job may wait forever, said where an operator looks for it.
             reason = overview.why_unclaimed(job.task_name, using=self.get_queryset(request).db)
@@ -254,7 +279,7 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
             ),
             path(
                 "<int:object_id>/discard/",
-                wrap(require_POST(self.discard_view)),
+                wrap(require_http_methods(["GET", "POST"])(self.discard_view)),
                 name="jobqueue_job_discard",
             ),
             *super().get_urls(),
@@ -264,7 +289,16 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
         return self._operate(request, object_id, "retry")
 
     def discard_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
-        return self._operate(request, object_id, "discard")
+        """GET: the confirmation page; POST (its Confirm): the discard."""
+        if request.method == "POST":
+            return self._operate(request, object_id, "discard")
+        if not super().has_change_permission(request):
+            raise PermissionDenied
+        jobs = self.get_queryset(request)
+        job = get_object_or_404(jobs, pk=object_id)
+        url = self._url("discard", job)
+        back = reverse(f"{self.admin_site.name}:jobqueue_job_change", args=[job.pk])
+        return actions.confirm_discard(self, request, jobs.filter(pk=job.pk), [], url, back)
 
     def _operate(self, request: HttpRequest, object_id: int, action: str) -> HttpResponse:
         """One job's Retry or Discard button: the same store call as the actions."""
@@ -278,6 +312,14 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
         return HttpResponseRedirect(
             reverse(f"{self.admin_site.name}:jobqueue_job_change", args=[job.pk])
         )
+
+
+def job_title(job: Job) -> str:
+    """A job page's title: "Job #123 (send_welcome)", the task's name without its module."""
+    return gettext("Job #%(id)s (%(task)s)") % {
+        "id": job.pk,
+        "task": job.task_name.rpartition(".")[2] or job.task_name,
+    }
 
 
 def can_retry(job: Job) -> bool:
@@ -297,8 +339,8 @@ class WorkerAdmin(ReadOnlyMixin, admin.ModelAdmin):
         "served_queues",
         "concurrency",
         "held_jobs",
-        "started_at",
-        "last_heartbeat",
+        "started",
+        "heartbeat",
         "alive",
     )
     list_filter = ("pool", "hostname")
@@ -335,6 +377,19 @@ class WorkerAdmin(ReadOnlyMixin, admin.ModelAdmin):
         query = urlencode({"status__exact": states.RUNNING, "worker": worker.pk})
         return format_html('<a href="{}?{}">{}</a>', url, query, worker.held)  # type: ignore[attr-defined]
 
+    @admin.display(description=_("started at"), ordering="started_at")
+    def started(self, worker: Worker) -> SafeString:
+        return display.moment(worker.started_at)
+
+    @admin.display(description=_("last heartbeat"), ordering="last_heartbeat")
+    def heartbeat(self, worker: Worker) -> SafeString:
+        return display.moment(worker.last_heartbeat)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return super().changelist_view(request, {"title": _("Workers"), **(extra_context or {})})
+
     @admin.display(description=_("alive"), boolean=True)
     def alive(self, worker: Worker) -> bool:
         lease = dt.timedelta(seconds=conf.get().lease)
@@ -364,7 +419,12 @@ class QueueSummaryAdmin(admin.ModelAdmin):
                 "",
                 self.admin_site.admin_view(self.changelist_view),
                 name="{}_{}_changelist".format(*info),
-            )
+            ),
+            path(
+                "retry-failed/",
+                self.admin_site.admin_view(require_POST(self.retry_failed_view)),
+                name="{}_{}_retry_failed".format(*info),
+            ),
         ]
 
     def changelist_view(
@@ -373,6 +433,9 @@ class QueueSummaryAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         jobs_url = reverse(f"{self.admin_site.name}:jobqueue_job_changelist")
+        using = self.get_queryset(request).db
+        may_retry = request.user.has_perm("jobqueue.change_job")
+        failed = states.FAILED
 
         def link(queue: str, status: str | None = None) -> str:
             query = {"queue": queue, **({"status__exact": status} if status else {})}
@@ -391,6 +454,7 @@ class QueueSummaryAdmin(admin.ModelAdmin):
                     (row.abandoned, link(row.queue, states.ABANDONED)),
                 ],
                 "oldest_due": row.oldest_due_seconds,
+                "failed": row.failed,
             }
             for row in overview.queue_rows()
         ]
@@ -403,11 +467,48 @@ class QueueSummaryAdmin(admin.ModelAdmin):
             "workers_url": reverse(f"{self.admin_site.name}:jobqueue_worker_changelist"),
             "schedules_url": reverse(f"{self.admin_site.name}:jobqueue_schedule_changelist"),
             "jobs_url": jobs_url,
-            "breadcrumbs_ol": django.VERSION >= (6,),
+            # admin/change_list.html's breadcrumbs read the model's names from cl.opts.
+            "cl": ChangeListNames(self.opts),
+            "may_retry": may_retry,
+            "retry_failed_url": reverse(
+                f"{self.admin_site.name}:jobqueue_queuesummary_retry_failed"
+            ),
+            "failed_tasks": [
+                (task, n, f"{jobs_url}?{urlencode({'status__exact': failed, 'task_name': task})}")
+                for task, n in overview.failed_by_task(using)
+            ]
+            if may_retry
+            else [],
             **(extra_context or {}),
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/jobqueue/queuesummary/overview.html", context)
+
+    def retry_failed_view(self, request: HttpRequest) -> HttpResponse:
+        """Retry all failed jobs of one queue or one task: one statement, whose selection
+        (status failed, in the statement itself) and guards are Retry's."""
+        if not request.user.has_perm("jobqueue.change_job"):
+            raise PermissionDenied
+        jobs = Job.objects.using(self.get_queryset(request).db).filter(status=states.FAILED)
+        queue, task = request.POST.get("queue"), request.POST.get("task")
+        if queue and not task:
+            outcome = Store(jobs.db).retry_jobs(jobs.filter(queue=queue))
+            prefix = gettext('Queue "%(name)s": ') % {"name": queue}
+        elif task and not queue:
+            outcome = Store(jobs.db).retry_jobs(jobs.filter(task_name=task))
+            prefix = gettext('Task "%(name)s": ') % {"name": task}
+        else:
+            self.message_user(
+                request, gettext("Say which queue or which task to retry."), messages.ERROR
+            )
+            return HttpResponseRedirect(request.path.rsplit("retry-failed/", 1)[0])
+        level = messages.WARNING if outcome.skipped_count else messages.SUCCESS
+        if not outcome.done and not outcome.skipped_count:
+            level = messages.INFO
+        self.message_user(request, prefix + outcome.message(), level)
+        return HttpResponseRedirect(
+            reverse(f"{self.admin_site.name}:jobqueue_queuesummary_changelist")
+        )
 
 
 @admin.register(Schedule)
@@ -476,7 +577,7 @@ class ScheduleAdmin(admin.ModelAdmin):
             "act_url": reverse(f"{self.admin_site.name}:jobqueue_schedule_act"),
             "jobs_url": jobs_url,
             "queues_url": reverse(f"{self.admin_site.name}:jobqueue_queuesummary_changelist"),
-            "breadcrumbs_ol": django.VERSION >= (6,),
+            "cl": ChangeListNames(self.opts),
             **(extra_context or {}),
         }
         request.current_app = self.admin_site.name
@@ -587,3 +688,14 @@ def refused_message(spec: ScheduleSpec, using: str, site: str) -> SafeString:
         status,
         rule,
     )
+
+
+class ChangeListNames:
+    """What ``admin/change_list.html`` reads outside its content block, for a page that
+    extends it without being a changelist: so the page gets Django's own breadcrumbs (an
+    ``ol`` since Django 6, a ``div`` before) and stylesheet for its table."""
+
+    formset = None
+
+    def __init__(self, opts: Any) -> None:
+        self.opts = opts

@@ -185,8 +185,8 @@ class JobQueueBackend(BaseTaskBackend):
         if vendor not in SUPPORTED_VENDORS:
             messages.append(
                 checks.Error(
-                    f"{where}: jobqueue needs PostgreSQL or SQLite; the default database is "
-                    f"{vendor}.",
+                    f"{where}: jobqueue needs PostgreSQL, MySQL, MariaDB or SQLite; the default "
+                    f"database is {vendor}.",
                     id="jobqueue.E102",
                 )
             )

@@ -7,6 +7,7 @@ from typing import Any
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from jobqueue import conf, tasks
 from jobqueue.sql import SUPPORTED_VENDORS
@@ -96,11 +97,13 @@ def check_database(**kwargs: Any) -> list[checks.CheckMessage]:
     if connection.vendor not in SUPPORTED_VENDORS:
         return [
             checks.Error(
-                "jobqueue needs PostgreSQL or SQLite; the default database is "
+                "jobqueue needs PostgreSQL, MySQL, MariaDB or SQLite; the default database is "
                 f"{connection.vendor}.",
                 id="jobqueue.E002",
             )
         ]
+    if connection.vendor == "mysql":
+        return _mysql_version(connection)
     if connection.vendor == "sqlite":
         mode = connection.settings_dict.get("OPTIONS", {}).get("transaction_mode")
         if (mode or "").upper() != "IMMEDIATE":
@@ -115,3 +118,32 @@ def check_database(**kwargs: Any) -> list[checks.CheckMessage]:
                 )
             ]
     return []
+
+
+# The oldest servers jobqueue's MySQL statements run on: SKIP LOCKED and JSON_TABLE need
+# MySQL 8.0; MariaDB has JSON_TABLE from 10.6 (and INSERT ... RETURNING from 10.5).
+MYSQL_OLDEST = (8, 0)
+MARIADB_OLDEST = (10, 6)
+
+
+def _mysql_version(connection: BaseDatabaseWrapper) -> list[checks.CheckMessage]:
+    """jobqueue.E005 for a MySQL older than 8.0 or a MariaDB older than 10.6, naming it.
+    Asking the version connects: a server that cannot be reached is left to the first
+    query to report, as for any database."""
+    try:
+        is_mariadb = connection.mysql_is_mariadb  # type: ignore[attr-defined]
+        version = tuple(connection.mysql_version)  # type: ignore[attr-defined]
+    except Exception:
+        return []
+    name, oldest = ("MariaDB", MARIADB_OLDEST) if is_mariadb else ("MySQL", MYSQL_OLDEST)
+    if version[:2] >= oldest:
+        return []
+    shown = ".".join(str(part) for part in version)
+    return [
+        checks.Error(
+            f"jobqueue needs {name} {oldest[0]}.{oldest[1]} or later; the default database "
+            f"is {name} {shown}.",
+            hint="Upgrade the server, or use PostgreSQL or SQLite.",
+            id="jobqueue.E005",
+        )
+    ]

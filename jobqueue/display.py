@@ -1,5 +1,5 @@
-"""The HTML pieces of the admin's job pages: status badges, JSON, errors, steps, timeline,
-and the schedules' ticks.
+"""The HTML pieces of the admin's pages: status badges, JSON, errors, steps, timeline, and
+every time shown (:func:`moment`: to the second, the exact time and zone on hover).
 
 Everything a job stores is shown escaped: arguments, results and tracebacks come from
 application code and may hold any text.
@@ -12,10 +12,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
-from django.utils.formats import localize
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from jobqueue import explain, overview, states
 
@@ -43,30 +44,103 @@ def status_badge(status: str) -> SafeString:
     )
 
 
+# What a page shows for nothing: no time, no result, no errors.
+EMPTY = "\N{EM DASH}"
+
+
+def status_and_attempts(job: Job) -> SafeString:
+    """The changelist's status column: the badge, then attempts (and crashes, if any)."""
+    attempts = f"{job.attempts} / {job.max_attempts}"
+    if job.crashes:
+        crashes = ngettext("%(count)d crash", "%(count)d crashes", job.crashes)
+        attempts += ", " + crashes % {"count": job.crashes}
+    return format_html(
+        '{}<br><small class="jobqueue-attempts" title="{}">{}</small>',
+        status_badge(job.status),
+        _("attempts / max attempts"),
+        attempts,
+    )
+
+
+def task_name(name: str) -> SafeString:
+    """A task by its own name (``send_welcome``), its module's path on hover."""
+    short = name.rpartition(".")[2] or name
+    return format_html('<span class="jobqueue-task" title="{}">{}</span>', name, short)
+
+
 def first_line(text: str, limit: int = 100) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def clipped(text: str, css_class: str) -> SafeString:
+    """One line of ``text`` that the stylesheet may cut short, all of it on hover."""
+    if not text.strip():
+        return mark_safe(EMPTY)
+    return format_html('<span class="{}" title="{}">{}</span>', css_class, text, first_line(text))
+
+
 def pretty_json(value: Any) -> SafeString:
+    """A JSON value, indented; nothing (``None``, ``[]``, ``{}``) reads as a dash."""
+    if value is None or value == [] or value == {}:
+        return mark_safe(EMPTY)
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
     return format_html('<pre class="jobqueue-json" style="margin:0">{}</pre>', text)
 
 
-def when(value: dt.datetime | None) -> str:
-    return localize(timezone.localtime(value)) if value else "-"
+def moment(
+    value: dt.datetime | None, *, zone: dt.tzinfo | None = None, now: dt.datetime | None = None
+) -> SafeString:
+    """Every time the admin shows: a ``<time>`` to the second, the exact time with its zone
+    and how long ago (or how soon) on hover.
+
+    In the admin's time zone, a time of today reads ``16:15:03`` and any other
+    ``2026-11-30 16:15:03``. Given ``zone`` (a schedule's ticks), it is shown in that zone,
+    always with the date and the zone's name: a nightly run at 03:00 in Berlin reads 03:00
+    whatever the admin's own time zone.
+    """
+    if value is None:
+        return mark_safe(EMPTY)
+    now = now or timezone.now()
+    local = value.astimezone(zone) if zone is not None else timezone.localtime(value)
+    exact = local.strftime("%Y-%m-%d %H:%M:%S %Z")
+    if zone is not None:
+        text = exact
+    elif local.date() == timezone.localtime(now).date():
+        text = local.strftime("%H:%M:%S")
+    else:
+        text = local.strftime("%Y-%m-%d %H:%M:%S")
+    return format_html(
+        '<time datetime="{}" title="{} ({})" class="jobqueue-time">{}</time>',
+        value.isoformat(),
+        exact,
+        relative(value, now),
+        text,
+    )
 
 
-def tick(value: dt.datetime | None) -> str:
-    """A schedule's tick in the zone it is given in (the schedule's), with the zone's name:
-    a nightly run at 03:00 in Berlin reads 03:00 whatever the admin's own time zone."""
-    return value.strftime("%Y-%m-%d %H:%M:%S %Z") if value else "-"
+def relative(value: dt.datetime, now: dt.datetime) -> str:
+    """``3 minutes ago``, ``in 2 hours``, ``12 seconds ago``: the largest unit only."""
+    seconds = (now - value).total_seconds()
+    if abs(seconds) < 60:
+        n = round(abs(seconds))
+        if seconds >= 0:
+            return ngettext("%(count)d second ago", "%(count)d seconds ago", n) % {"count": n}
+        return ngettext("in %(count)d second", "in %(count)d seconds", n) % {"count": n}
+    if seconds > 0:
+        return _("%(delta)s ago") % {"delta": timesince(value, now, depth=1)}
+    return _("in %(delta)s") % {"delta": timeuntil(value, now, depth=1)}
+
+
+def tick(value: dt.datetime | None) -> SafeString:
+    """A schedule's tick, in the zone it is given in (the schedule's)."""
+    return moment(value, zone=value.tzinfo if value is not None else None)
 
 
 def errors(job: Job) -> SafeString:
     """Every failed attempt, oldest first, each with its traceback folded away."""
     if not job.errors:
-        return mark_safe("-")
+        return mark_safe(EMPTY)
     return format_html_join(
         "",
         '<div class="jobqueue-error" style="margin-bottom:.8em"><strong>{}</strong> {}'
@@ -74,8 +148,9 @@ def errors(job: Job) -> SafeString:
         (
             (
                 _("Attempt %(attempt)s") % {"attempt": entry.get("attempt", "?")},
-                _("at %(at)s on %(worker)s")
-                % {"at": when(_parse(entry.get("at"))), "worker": entry.get("worker") or "?"},
+                format_html(
+                    _("at {} on {}"), moment(_parse(entry.get("at"))), entry.get("worker") or "?"
+                ),
                 f"{entry.get('type', 'Error')}: {explain.message(entry)}",
                 _traceback(entry.get("traceback") or ""),
             )
@@ -94,7 +169,7 @@ def _traceback(text: str) -> SafeString:
 
 def steps(job: Job) -> SafeString:
     if not job.steps:
-        return mark_safe("-")
+        return mark_safe(EMPTY)
     rows = format_html_join(
         "",
         "<tr><th>{}</th><td>{}</td></tr>",
@@ -147,8 +222,8 @@ def unclaimed_notice(reason: str | None) -> str | None:
     return None
 
 
-def _rows(events: list[tuple[dt.datetime, str]]) -> list[tuple[str, str]]:
-    return [(when(at), text) for at, text in events]
+def _rows(events: list[tuple[dt.datetime, str]]) -> list[tuple[SafeString, str]]:
+    return [(moment(at), text) for at, text in events]
 
 
 def _parse(value: Any) -> dt.datetime | None:

@@ -90,6 +90,19 @@ def queue_rows(settings: conf.Settings | None = None) -> list[QueueRow]:
     return [rows[q] for q in sorted(rows)]
 
 
+def failed_by_task(using: str = DEFAULT_DB_ALIAS) -> list[tuple[str, int]]:
+    """``(task_name, count)`` of the failed jobs, most first: what "Retry all failed" of a
+    task would retry (the Queues page's per-task table)."""
+    rows = (
+        Job.objects.using(using)
+        .filter(status=states.FAILED)
+        .order_by()
+        .values_list("task_name")
+        .annotate(n=Count("id"))
+    )
+    return sorted(((task, n) for task, n in rows), key=lambda row: (-row[1], row[0]))
+
+
 def pool_name(settings: conf.Settings, queue: str) -> str | None:
     pool = settings.pool_for(queue)
     return pool.name if pool is not None else None

@@ -3,8 +3,10 @@ figures are not checked here: speed is measured by bench/, never asserted in a t
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -583,3 +585,36 @@ def test_the_ten_kb_task_returns_ten_kilobytes():
     from bench.benchapp.tasks import ten_kb
 
     assert len(ten_kb.func(0)) == 10_240
+
+
+def test_graphile_worker_is_a_peer_run_with_node_from_its_own_folder(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/jobqueue_bench")
+    from bench import systems
+    from bench.systems.peers import NODE_PEERS, PEERS
+
+    peer = systems.available()["graphile-worker"]()
+    command = peer.command("work", "--setting", "default", "--burst")
+    assert Path(command[0]).name == "node"
+    assert command[1:] == [
+        str(PEERS / "peer_graphile.mjs"),
+        "work",
+        "--setting",
+        "default",
+        "--burst",
+    ]
+    env = peer.worker_env()
+    assert env["BENCH_GRAPHILE_DIR"] == str(NODE_PEERS / "graphile")
+    assert env["BENCH_DSN"] == "postgres://postgres@127.0.0.1:5432/graphile_bench"
+    assert set(peer.drain_settings) == {"default", "tuned"}
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+def test_the_graphile_worker_driver_is_valid_javascript():
+    from bench.systems.peers import PEERS
+
+    node = shutil.which("node")
+    assert node is not None
+    checked = subprocess.run(
+        [node, "--check", str(PEERS / "peer_graphile.mjs")], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stderr

@@ -8,9 +8,24 @@ from bench.systems.base import KINDS, System
 def available() -> dict[str, type[System]]:
     """Import lazily: a system's module needs Django set up first."""
     from bench.systems.jobqueue_system import JobqueueSystem
-    from bench.systems.peers import DjangoTasksDb, PgQueuer, Procrastinate, Raw, RawBatched
+    from bench.systems.peers import (
+        DjangoTasksDb,
+        GraphileWorker,
+        PgQueuer,
+        Procrastinate,
+        Raw,
+        RawBatched,
+    )
 
-    systems = (JobqueueSystem, Procrastinate, PgQueuer, DjangoTasksDb, Raw, RawBatched)
+    systems = (
+        JobqueueSystem,
+        Procrastinate,
+        PgQueuer,
+        GraphileWorker,
+        DjangoTasksDb,
+        Raw,
+        RawBatched,
+    )
     return {cls.name: cls for cls in systems}
 
 

@@ -25,6 +25,7 @@ from bench.systems.base import REPO, System
 
 PEERS = REPO / "bench" / "peers"
 VENVS = REPO / "bench" / ".venvs"
+NODE_PEERS = REPO / "bench" / ".node"
 PSYCOPG = "psycopg[binary]==3.3.9"
 MYSQLCLIENT = "mysqlclient==2.3.2"  # on MariaDB; builds against libmariadb-dev
 
@@ -130,9 +131,13 @@ class Peer(System):
             "BENCH_DSN": peer_dsn(self.database()),
         }
 
+    def command(self, command: str, *options: str) -> list[str]:
+        """The command line of one driver command."""
+        return [str(self.python), str(PEERS / self.driver), command, *options]
+
     def call(self, command: str, *options: str) -> dict[str, Any]:
         proc = subprocess.run(
-            [str(self.python), str(PEERS / self.driver), command, *options],
+            self.command(command, *options),
             env=self.worker_env(),
             cwd=REPO,
             capture_output=True,
@@ -177,8 +182,7 @@ class Peer(System):
         return self.dbname
 
     def worker_command(self, setting: str, burst: bool = True) -> list[str]:
-        command = [str(self.python), str(PEERS / self.driver), "work", "--setting", setting]
-        return command + (["--burst"] if burst else [])
+        return self.command("work", "--setting", setting, *(["--burst"] if burst else []))
 
     def succeeded(self) -> int:
         return int(self.call("succeeded")["succeeded"])
@@ -274,3 +278,59 @@ class RawBatched(Raw):
 
     def notes(self) -> list[str]:
         return self.about
+
+
+class GraphileWorker(Peer):
+    """graphile-worker, a Node.js queue on PostgreSQL: installed from the npm registry into
+    ``bench/.node/graphile`` and run with the machine's ``node``."""
+
+    name = "graphile-worker"
+    venv = "graphile"
+    requirements = ["graphile-worker@0.18.0"]
+    driver = "peer_graphile.mjs"
+    dbname = "graphile_bench"
+    drain_settings = {
+        "default": "`run()`: concurrency 1 (its default)",
+        "tuned": "`run({concurrency: 16})`",
+    }
+    about = [
+        "a Node.js peer, driven with its own `makeWorkerUtils()` (`addJob()` for W1, "
+        "`addJobs()` for W2) and `run()` with a task list for the worker, its own schema "
+        "(`runMigrations()`). It has no drain mode but `runOnce` (one job at a time), so a "
+        "burst worker stops once a count from outside its pool finds no job left. It "
+        "deletes a job when it succeeds: succeeded is the jobs enqueued less the jobs left."
+    ]
+
+    @property
+    def folder(self) -> Path:
+        return NODE_PEERS / self.venv
+
+    def ensure_venv(self) -> None:
+        marker = self.folder / "bench-requirements.txt"
+        wanted = "\n".join(self.requirements) + "\n"
+        installed = self.folder / "node_modules" / "graphile-worker"
+        if marker.exists() and marker.read_text() == wanted and installed.exists():
+            return
+        node, npm = shutil.which("node"), shutil.which("npm")
+        if not node or not npm:
+            sys.exit("graphile-worker needs Node.js and npm on PATH (apt-get install nodejs npm)")
+        print(f"installing {' '.join(self.requirements)} into {self.folder}", file=sys.stderr)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(parents=True)
+        (self.folder / "package.json").write_text('{"private": true}\n')
+        quiet = ["--no-audit", "--no-fund", "--loglevel=error"]
+        subprocess.run([npm, "install", *quiet, *self.requirements], cwd=self.folder, check=True)
+        marker.write_text(wanted)
+
+    def worker_env(self) -> dict[str, str]:
+        return {**super().worker_env(), "BENCH_GRAPHILE_DIR": str(self.folder)}
+
+    def command(self, command: str, *options: str) -> list[str]:
+        return [shutil.which("node") or "node", str(PEERS / self.driver), command, *options]
+
+    def notes(self) -> list[str]:
+        pins = ", ".join(f"`{r}`" for r in self.requirements)
+        return [
+            f"installed in `bench/.node/{self.venv}` from the npm registry: {pins}.",
+            *self.about,
+        ]

@@ -5,8 +5,10 @@ Each statement sits in its file under a ``-- name: <name>`` line, except Postgre
 two never drift apart. Python refers to them by name only; how a vendor wants its
 parameters shaped (arrays or JSON text, the database clock or the caller's, a JSON path or
 a key), and how many statements a vendor needs for one piece of work (PostgreSQL's writing
-CTEs against SQLite's one transaction of several), is decided here and in the ``.sql``
-files, nowhere else: the store and the operator's side read the same for every database.
+CTEs against SQLite's one transaction of several, and MySQL's locking read before each
+write whose rows it reports, for want of UPDATE ... RETURNING), is decided here and in the
+``.sql`` files, nowhere else: the store and the operator's side read the same for every
+database. Django's vendor ``mysql`` is MySQL and MariaDB alike: ``mysql.sql`` serves both.
 """
 
 from __future__ import annotations
@@ -14,20 +16,27 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import secrets
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 from django.db.backends.sqlite3.creation import DatabaseCreation as SQLiteCreation
 from django.dispatch import receiver
 from django.utils import timezone
 
-SUPPORTED_VENDORS = ("postgresql", "sqlite")
+SUPPORTED_VENDORS = ("postgresql", "mysql", "sqlite")
+# The MySQL error of a duplicate key (ER_DUP_ENTRY), and the index an enqueue may hit.
+_MYSQL_DUPLICATE_KEY = 1062
+_UNFINISHED_KEY_INDEX = "jobqueue_job_unfinished_key"
+# How many times an enqueue on MySQL runs again after another transaction's commit of the
+# same key beat it to the unique index (each run sees what was committed before it).
+_MYSQL_ENQUEUE_RUNS = 5
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
 
@@ -60,10 +69,15 @@ class Queries:
         self.vendor = connections[using].vendor
         if self.vendor not in SUPPORTED_VENDORS:
             raise NotImplementedError(
-                f"jobqueue supports PostgreSQL and SQLite; database {using!r} is {self.vendor}."
+                "jobqueue supports PostgreSQL, MySQL, MariaDB and SQLite; database "
+                f"{using!r} is {self.vendor}."
             )
         self.statements = load(self.vendor)
         self.is_postgresql = self.vendor == "postgresql"
+        self.is_mysql = self.vendor == "mysql"
+        # Whose clock the statements read: the database's (now(), UTC_TIMESTAMP(6)), or on
+        # SQLite, which serves one host, the caller's.
+        self.database_clock = self.vendor != "sqlite"
 
     @property
     def connection(self) -> BaseDatabaseWrapper:
@@ -73,7 +87,8 @@ class Queries:
     # -- parameter shapes -------------------------------------------------------------
 
     def names(self, values: Sequence[str]) -> Any:
-        """A list parameter: a text array on PostgreSQL, JSON text for json_each on SQLite."""
+        """A list parameter: a text array on PostgreSQL, JSON text for json_each on SQLite
+        and for JSON_TABLE on MySQL."""
         return self._list(values)
 
     def ids(self, values: Sequence[int]) -> Any:
@@ -88,8 +103,8 @@ class Queries:
     ) -> dict[str, str]:
         """The per-job values of the ``enqueue`` batch, one entry per job in each sequence.
 
-        PostgreSQL reads three JSON arrays in step (ROWS FROM); SQLite, which has no such
-        zip, one JSON array of ``[args, kwargs, key]`` triples.
+        PostgreSQL reads three JSON arrays in step (ROWS FROM); SQLite and MySQL, which have
+        no such zip, one JSON array of ``[args, kwargs, key]`` triples.
         """
         if self.is_postgresql:
             return {
@@ -121,9 +136,9 @@ class Queries:
     def clock(self, **offsets: float) -> dict[str, Any]:
         """Times for SQLite statements, from this host's clock: ``now`` and ``now + offset``.
 
-        PostgreSQL statements use ``now()`` and ignore these.
+        PostgreSQL and MySQL statements use the database's clock and ignore these.
         """
-        if self.is_postgresql:
+        if self.database_clock:
             return {}
         now = timezone.now()
         params = {"now": self.time(now)}
@@ -149,6 +164,8 @@ class Queries:
         """
         args, kwargs, keys = rows
         params = {**shared, "run_at": self._enqueue_time(run_at), "now": self._enqueue_time(now)}
+        if self.is_mysql:
+            return self._insert_jobs_mysql(params, args, kwargs, keys)
         if len(args) == 1:
             params.update(
                 args=json.dumps(args[0]), kwargs=json.dumps(kwargs[0]), idempotency_key=keys[0]
@@ -161,8 +178,54 @@ class Queries:
         inserted.sort()
         return inserted
 
+    def _insert_jobs_mysql(
+        self,
+        params: dict[str, Any],
+        args: Sequence[Any],
+        kwargs: Sequence[Any],
+        keys: Sequence[str | None],
+    ) -> list[tuple[int, str | None]]:
+        """MySQL's enqueue: ``NOT EXISTS`` on the unique index leaves out a key an unfinished
+        job holds, and a duplicate key on that index (another transaction committed the key
+        after this statement read) runs the statement again, in a savepoint, until it sees
+        that job. A batch's later jobs with a key an earlier one has are left out here, as
+        ON CONFLICT DO NOTHING leaves them out on the other databases."""
+        if len(args) == 1:
+            name = "enqueue_one"
+            params.update(
+                args=json.dumps(args[0]), kwargs=json.dumps(kwargs[0]), idempotency_key=keys[0]
+            )
+        else:
+            name = "enqueue"
+            seen: set[str] = set()
+            kept = []
+            for row in zip(args, kwargs, keys, strict=True):
+                key = row[2]
+                if key is not None:
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                kept.append(row)
+            params["rows"] = json.dumps(kept)
+        keyed = any(key is not None for key in keys)
+        run = 1
+        while True:
+            try:
+                # A savepoint, when a key may collide: the duplicate rolls back this
+                # statement only, never the caller's transaction.
+                with transaction.atomic(using=self.using) if keyed else nullcontext():
+                    inserted = self.fetchall(name, params)
+            except IntegrityError as exc:
+                if not keyed or run == _MYSQL_ENQUEUE_RUNS or not _duplicate_key(exc):
+                    raise
+                run += 1
+                continue
+            inserted.sort()
+            return inserted
+
     def _enqueue_time(self, value: dt.datetime) -> Any:
-        # PostgreSQL: ISO text that the statement casts, quoted faster than a datetime.
+        # PostgreSQL: ISO text that the statement casts, quoted faster than a datetime;
+        # elsewhere the stored format (on MySQL, naive UTC).
         return value.isoformat() if self.is_postgresql else self.time(value)
 
     # -- execution --------------------------------------------------------------------
@@ -173,9 +236,30 @@ class Queries:
             return cursor.rowcount
 
     def fetchall(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """The rows of the statement ``name``; on MySQL, for a write whose rows it reports
+        (one with a ``<name>_lock``), the rows of its locking read (see :meth:`_locked`)."""
+        if f"{name}_lock" in self.statements:
+            return self._locked(name, self.statements[f"{name}_lock"], params)
         with self.connection.cursor() as cursor:
             cursor.execute(self.statements[name], params)
-            return cursor.fetchall()
+            return list(cursor.fetchall())
+
+    def _locked(self, name: str, lock: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """MySQL's stand-in for UPDATE ... RETURNING, in one transaction: ``lock`` (the
+        statement ``<name>_lock``, a SELECT ... FOR UPDATE) reads and locks the rows and
+        what RETURNING would say of them, ``name`` writes them by id (``%(ids)s``), and
+        ``<name>_read``, if there is one, reads back what the write made of them."""
+        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+            cursor.execute(lock, params)
+            rows = list(cursor.fetchall())
+            if not rows:
+                return rows
+            written = {**params, "ids": json.dumps([row[0] for row in rows])}
+            cursor.execute(self.statements[name], written)
+            if f"{name}_read" in self.statements:
+                cursor.execute(self.statements[f"{name}_read"], written)
+                rows = list(cursor.fetchall())
+            return rows
 
     def record_and_claim(
         self, params: dict[str, Any], *, done: bool, started: bool, claiming: bool
@@ -193,6 +277,10 @@ class Queries:
         no transaction around just one), and a claim that found nothing is followed by
         ``next_due``, as the worker's look did before it was folded into the claim.
         """
+        if self.is_mysql:
+            return self._record_and_claim_mysql(
+                params, done=done, started=started, claiming=claiming
+            )
         if self.is_postgresql:
             rows = self.fetchall("claim", params)
             # One row per claimed job (one with a NULL id if none was), each carrying the
@@ -213,6 +301,52 @@ class Queries:
                 [(seconds,)] = self.fetchall("next_due", params)
         return matched, claimed, None if seconds is None else float(seconds)
 
+    def _record_and_claim_mysql(
+        self, params: dict[str, Any], *, done: bool, started: bool, claiming: bool
+    ) -> tuple[list[int], list[tuple[Any, ...]], float | None]:
+        """MySQL's record_and_claim: SQLite's transaction of several statements, with the
+        claim a pair (claim_lock, a locking read of the candidates with SKIP LOCKED, then
+        claim, the write of those it takes); here, between the two, which to take: the
+        first ``limit`` for the free slots, then held ones for as long as each may be held
+        (the rule of PostgreSQL's claim, in Python since MySQL's locking read cannot sit in
+        the statement that numbers the rows)."""
+        with transaction.atomic(using=self.using):
+            if started:
+                self.execute("record_started", params)
+            matched = [row[0] for row in self.fetchall("succeed_many", params)] if done else []
+            claimed: list[tuple[Any, ...]] = []
+            seconds = None
+            if claiming:
+                limit = params["limit"]
+                candidates = self.fetchall(
+                    "claim_lock", {**params, "claim_limit": limit + params["ahead"]}
+                )
+                picked = []
+                for n, row in enumerate(candidates):
+                    if n >= limit and not row[-1]:
+                        break  # the first that may not be held, and all after it, stay
+                    picked.append(row)
+                if picked:
+                    tokens = {row[0]: secrets.token_hex(16) for row in picked}
+                    self.execute(
+                        "claim",
+                        {
+                            **params,
+                            "ids": json.dumps(list(tokens)),
+                            "picked": json.dumps({str(i): t for i, t in tokens.items()}),
+                            "free": json.dumps([row[0] for row in picked[:limit]]),
+                        },
+                    )
+                    # The rows as PostgreSQL's RETURNING reads them: one attempt more, the
+                    # new token, and whether the job is held.
+                    claimed = [
+                        (*row[:6], row[6] + 1, row[7], row[8], tokens[row[0]], row[9], n >= limit)
+                        for n, row in enumerate(picked)
+                    ]
+                else:
+                    [(seconds,)] = self.fetchall("next_due", params)
+        return matched, claimed, None if seconds is None else float(seconds)
+
     def rescue_check(self, params: dict[str, Any]) -> bool:
         """Whether any running job's lease has expired, with the parameters of
         ``reap_workers``; when none has, the dead workers' rows are deleted too, as
@@ -221,7 +355,7 @@ class Queries:
         followed by ``reap_workers`` when it found nothing."""
         rows = self.fetchall("rescue_check", params)
         found = bool(rows[0][0])
-        if not found and not self.is_postgresql:
+        if not found and not self.is_postgresql:  # SQLite and MySQL
             self.execute("reap_workers", params)
         return found
 
@@ -230,26 +364,31 @@ class Queries:
     ) -> list[tuple[Any, ...]]:
         """Run an operator statement with its ``{selection}`` replaced by the subquery
         ``selection`` (``operator_ids``, or a Django filter compiled to SQL)."""
+        if f"{name}_lock" in self.statements:
+            lock = self.statements[f"{name}_lock"].replace("{selection}", selection)
+            return self._locked(name, lock, params)
         with self.connection.cursor() as cursor:
             cursor.execute(self.statements[name].replace("{selection}", selection), params)
-            return cursor.fetchall()
+            return list(cursor.fetchall())
 
     # -- answers that only one vendor gives ------------------------------------------
 
     def database_now(self) -> dt.datetime:
         """The clock the statements compare times with: PostgreSQL's ``now()`` (inside a
-        transaction, its start), or this host's clock on SQLite, whose statements take
-        the caller's."""
-        if not self.is_postgresql:
+        transaction, its start), MySQL's ``UTC_TIMESTAMP(6)``, or this host's clock on
+        SQLite, whose statements take the caller's."""
+        if not self.database_clock:
             return timezone.now()
         [(value,)] = self.fetchall("database_now", {})
+        if timezone.is_naive(value):  # MySQL's, in UTC
+            value = value.replace(tzinfo=dt.UTC)
         return value
 
     def database_file(self) -> str | None:
         """The file a SQLite database lives in, which other processes can open too;
-        ``None`` on PostgreSQL and for an in-memory SQLite database, which no other
-        process can reach."""
-        if self.is_postgresql:
+        ``None`` on PostgreSQL and MySQL, and for an in-memory SQLite database, which no
+        other process can reach."""
+        if self.vendor != "sqlite":
             return None
         name = self.connection.settings_dict["NAME"]
         if not name or SQLiteCreation.is_in_memory_db(name):
@@ -258,7 +397,8 @@ class Queries:
 
     def estimated_rows(self, table: str) -> int | None:
         """The planner's estimate of ``table``'s rows on PostgreSQL (``None`` before it was
-        ever analysed); always ``None`` on SQLite, which keeps no such estimate."""
+        ever analysed); always ``None`` on SQLite, which keeps no such estimate, and on
+        MySQL, whose estimate (information_schema's TABLE_ROWS) can be off by half."""
         if not self.is_postgresql:
             return None
         rows = self.fetchall("estimated_rows", {"table": table})
@@ -268,7 +408,9 @@ class Queries:
     def refresh_statistics(self, added: int) -> bool:
         """On PostgreSQL, ``ANALYZE`` the job table if its statistics believe fewer pending
         jobs than the ``added`` just committed; whether it did. Never on SQLite, which is
-        left as it was: its planner keeps no statistics unless it is asked to.
+        left as it was: its planner keeps no statistics unless it is asked to. Nor on
+        MySQL, whose InnoDB recalculates a table's statistics by itself once a tenth of it
+        has changed.
 
         Run outside the enqueue's transaction: ``ANALYZE`` holds a lock that another
         ``ANALYZE`` or a vacuum of the table waits for until the transaction ends.
@@ -281,6 +423,14 @@ class Queries:
             return False
         self.execute("analyze_jobs", {})
         return True
+
+
+def _duplicate_key(exc: IntegrityError) -> bool:
+    """Whether a MySQL IntegrityError is a duplicate key on the unfinished-key index (an
+    enqueue that another transaction's commit beat to it), and not any other refusal."""
+    cause = exc.__cause__
+    args: tuple[Any, ...] = tuple(getattr(cause, "args", ()))
+    return bool(args) and args[0] == _MYSQL_DUPLICATE_KEY and _UNFINISHED_KEY_INDEX in str(cause)
 
 
 def loads(value: Any) -> Any:

@@ -61,6 +61,21 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"transaction_mode": "IMMEDIATE", "timeout": 20}
     )
 
+if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
+    # MySQL and MariaDB (docs/mysql.md): READ COMMITTED, so that a claim's SKIP LOCKED and
+    # each statement see what other transactions committed, with no gap locks; utf8mb4 for
+    # every character; strict mode, so that a value too long is an error, not truncated.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "isolation_level": "read committed",
+            "charset": "utf8mb4",
+            "init_command": "SET sql_mode = 'STRICT_TRANS_TABLES'",
+        }
+    )
+    DATABASES["default"].setdefault("TEST", {}).update(
+        {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
+    )
+
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env.bool(
     "DATABASE_PREPARED", default=False
 ):

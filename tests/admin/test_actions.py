@@ -21,8 +21,12 @@ URL = "/admin/jobqueue/job/"
 WRITE = re.compile(r"\bUPDATE\s+jobqueue_job\b", re.IGNORECASE)
 
 
-def act(client, action, jobs=(), *, query="", select_across=False):
+def act(client, action, jobs=(), *, query="", select_across=False, confirm=False):
+    """Post the action as the changelist does; ``confirm``: as the Discard confirmation's
+    Confirm does (``post=yes``)."""
     data = {"action": action, "index": "0", helpers.ACTION_CHECKBOX_NAME: [j.pk for j in jobs]}
+    if confirm:
+        data["post"] = "yes"
     if select_across:
         # "Select all N": the page's boxes are ticked too, and the filter is what counts.
         data["select_across"] = "1"
@@ -100,7 +104,7 @@ def test_discard_action(operator):
     lease = timezone.now() + dt.timedelta(minutes=5)
     running = JobFactory(status="running", token="t" * 32, worker="w", lease_until=lease)
     jobs = [JobFactory(), running, FinishedJobFactory()]
-    _, messages = act(operator, "discard", jobs)
+    _, messages = act(operator, "discard", jobs, confirm=True)
     assert messages == [
         "Discarded 2 jobs (1 was running: its worker's writes are refused from now on), "
         "skipped 1 job because it succeeded."
@@ -123,7 +127,9 @@ def test_select_all_hands_the_filter_to_one_statement(operator):
     assert "feeds" in write  # the changelist's filter, compiled into the statement
     assert Job.objects.filter(queue="emails", status="failed").count() == 5
     with CaptureQueriesContext(connection) as queries:
-        _, messages = act(operator, "discard", query="?queue=feeds", select_across=True)
+        _, messages = act(
+            operator, "discard", query="?queue=feeds", select_across=True, confirm=True
+        )
     assert messages == ["Discarded 10000 jobs."]
     assert len(updates(queries)) == 1
 
@@ -143,6 +149,66 @@ def test_ten_thousand_ticked_ids_are_one_statement(operator, settings):
 def test_actions_need_change_permission(viewer, action):
     job = JobFactory(status="failed")
     assert viewer.get(URL).context["action_form"] is None  # no actions offered
-    _, messages = act(viewer, action, [job])
+    _, messages = act(viewer, action, [job], confirm=True)
     assert not any(m.startswith(("Retried", "Discarded")) for m in messages)
     assert statuses([job]) == ["failed"]
+
+
+def confirmation_form(response):
+    """What the confirmation page's Confirm posts, read from the page."""
+    html = response.content.decode()
+    action = re.search(r'<form method="post" action="([^"]*)"', html).group(1)
+    fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', html)
+    data = {}
+    for name, value in fields:
+        if name != "csrfmiddlewaretoken":
+            data.setdefault(name, []).append(value)
+    return action.replace("&amp;", "&"), data
+
+
+def test_discard_asks_first_listing_the_jobs_and_saying_which_run(operator):
+    lease = timezone.now() + dt.timedelta(minutes=5)
+    running = JobFactory(status="running", token="t" * 32, worker="w", lease_until=lease)
+    pending = JobFactory(task_name="shop.tasks.send_welcome")
+    response, messages = act(operator, "discard", [running, pending])
+    html = response.content.decode()
+    assert messages == []
+    assert statuses([running, pending]) == ["running", "pending"]  # nothing done yet
+    assert "<title>Discard jobs |" in html
+    assert "Discard these 2 jobs?" in html
+    assert "1 of them is running: it is cancelled" in html
+    assert f'href="/admin/jobqueue/job/{pending.pk}/change/">#{pending.pk}</a>' in html
+    assert "shop.tasks.send_welcome" in html
+    assert 'class="button cancel-link"' in html and "delete-confirmation" in html
+    action, data = confirmation_form(response)
+    assert action == URL
+    response = operator.post(action, data, follow=True)
+    [message] = [str(m) for m in response.context["messages"]]
+    assert message.startswith("Discarded 2 jobs (1 was running")
+    assert statuses([running, pending]) == ["discarded", "discarded"]
+
+
+def test_the_confirmation_of_select_all_keeps_the_filter(operator):
+    feeds = JobFactory.create_batch(3, queue="feeds", status="failed")
+    other = JobFactory(queue="emails", status="failed")
+    response, _ = act(operator, "discard", query="?queue=feeds", select_across=True)
+    assert "Discard these 3 jobs?" in response.content.decode()
+    action, data = confirmation_form(response)
+    assert action == f"{URL}?queue=feeds" and data["select_across"] == ["1"]
+    operator.post(action, data)
+    assert statuses(feeds) == ["discarded"] * 3
+    assert statuses([other]) == ["failed"]
+
+
+def test_the_confirmation_lists_a_hundred_and_counts_the_rest(operator):
+    Job.objects.bulk_create([Job(task_name="t", status="failed") for _ in range(105)])
+    response, _ = act(operator, "discard", select_across=True)
+    html = response.content.decode()
+    assert "Discard these 105 jobs?" in html and "and 5 more jobs" in html
+    assert len(re.findall(r'href="/admin/jobqueue/job/\d+/change/"', html)) == 100
+
+
+def test_retry_stays_one_click(operator):
+    job = JobFactory(status="failed")
+    _, messages = act(operator, "retry", [job])
+    assert messages == ["Retried 1 job."]

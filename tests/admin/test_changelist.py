@@ -23,7 +23,7 @@ def ids(response):
 
 
 def test_columns_show_status_attempts_crashes_and_the_first_line_of_the_error(operator):
-    JobFactory(
+    job = JobFactory(
         status="failed",
         attempts=2,
         max_attempts=3,
@@ -32,10 +32,43 @@ def test_columns_show_status_attempts_crashes_and_the_first_line_of_the_error(op
     )
     html = operator.get(URL).content.decode()
     assert 'class="jobqueue-status jobqueue-status-failed"' in html
-    assert "2 / 3" in html
-    assert "ValueError: the feed is empty" in html and "more detail" not in html
-    for header in ("Task name", "Queue", "Status", "Attempts", "Crashes", "Run at", "Updated at"):
-        assert header in html
+    # Attempts and crashes under the badge: the columns fit 1,400 px.
+    assert "2 / 3, 1 crash</small>" in html
+    # The task by its own name, its module on hover.
+    assert f'<span class="jobqueue-task" title="{job.task_name}">add</span>' in html
+    # One line, cut short by the stylesheet; the whole error on hover.
+    assert (
+        '<span class="jobqueue-error" title="ValueError: the feed is empty\nmore detail">'
+        "ValueError: the feed is empty</span>"
+    ) in html
+    for header in ("Task", "Queue", "Status", "Run at", "Updated at"):
+        assert f">{header}</a>" in html
+
+
+def test_times_read_to_the_second_with_the_exact_time_on_hover(operator):
+    now = timezone.now().replace(microsecond=0)
+    job = JobFactory(run_at=now - dt.timedelta(seconds=7))
+    Job.objects.filter(pk=job.pk).update(updated_at=now - dt.timedelta(days=3, seconds=5))
+    html = operator.get(URL).content.decode()
+    run_at = now - dt.timedelta(seconds=7)
+    updated = now - dt.timedelta(days=3, seconds=5)
+    assert (f'<time datetime="{run_at.isoformat()}" title="{run_at:%Y-%m-%d %H:%M:%S} UTC') in html
+    if run_at.date() == now.date():
+        assert f">{run_at:%H:%M:%S}</time>" in html
+    assert f'title="{updated:%Y-%m-%d %H:%M:%S} UTC (3\xa0days ago)"' in html
+    assert f">{updated:%Y-%m-%d %H:%M:%S}</time>" in html
+
+
+def test_an_empty_error_is_a_dash(operator):
+    JobFactory(last_error="")
+    html = operator.get(URL).content.decode()
+    assert '<td class="field-error">\N{EM DASH}</td>' in html
+
+
+def test_the_page_is_titled_jobs(operator):
+    html = operator.get(URL).content.decode()
+    assert "<title>Jobs | " in html and "<h1>Jobs</h1>" in html
+    assert "Select job to change" not in html
 
 
 @pytest.mark.parametrize(

@@ -55,7 +55,10 @@ def test_the_page_shows_everything_read_only(operator):
     response = operator.get(page(job))
     html = response.content.decode()
     assert response.status_code == 200
-    assert "View job" in html and 'name="_save"' not in html
+    assert 'name="_save"' not in html
+    # A real title: the id and the task's own name, not "View job".
+    assert f"<h1>Job #{job.pk} (add)</h1>" in html and "View job" not in html
+    assert f"| Job #{job.pk} (add) |" in html
     assert "&quot;sku&quot;: &quot;A&lt;1&gt;&quot;" in html  # formatted, escaped JSON
     assert "&quot;notify&quot;: true" in html
     assert "Traceback (most recent call last)" in html and "feed.py" in html
@@ -116,11 +119,18 @@ def test_retry_and_discard_buttons(operator):
     job = failed_job()
     html = operator.get(page(job)).content.decode()
     assert f'action="/admin/jobqueue/job/{job.pk}/retry/"' in html
-    assert f'action="/admin/jobqueue/job/{job.pk}/discard/"' in html
+    # Discard is a red link to a confirmation page, not a second button like Retry.
+    assert f'<a href="/admin/jobqueue/job/{job.pk}/discard/" class="jobqueue-discard"' in html
+    assert "var(--delete-button-bg" in html
     response = operator.post(f"/admin/jobqueue/job/{job.pk}/retry/", follow=True)
     assert response.redirect_chain[-1][0] == page(job)
     assert "Retried 1 job." in response.content.decode()
     assert Job.objects.get(pk=job.pk).status == "pending"
+    confirm = operator.get(f"/admin/jobqueue/job/{job.pk}/discard/").content.decode()
+    assert "Discard this job?" in confirm and "delete-confirmation" in confirm
+    assert f'action="/admin/jobqueue/job/{job.pk}/discard/"' in confirm
+    assert f'href="{page(job)}" class="button cancel-link"' in confirm
+    assert Job.objects.get(pk=job.pk).status == "pending"  # asking changes nothing
     response = operator.post(f"/admin/jobqueue/job/{job.pk}/discard/", follow=True)
     assert "Discarded 1 job." in response.content.decode()
     assert Job.objects.get(pk=job.pk).status == "discarded"
@@ -154,3 +164,38 @@ def test_the_button_reports_a_refusal(operator):
         in response.content.decode()
     )
     assert Job.objects.get(pk=job.pk).status == "failed"
+
+
+def test_the_confirmation_says_a_running_job_is_cancelled(operator):
+    lease = timezone.now() + dt.timedelta(minutes=5)
+    job = JobFactory(status="running", token="t" * 32, worker="w", lease_until=lease)
+    html = operator.get(f"/admin/jobqueue/job/{job.pk}/discard/").content.decode()
+    assert "1 of them is running: it is cancelled" in html
+    assert operator.get(f"/admin/jobqueue/job/{job.pk}/discard/").status_code == 200
+
+
+def test_the_confirmation_needs_change_permission(viewer):
+    job = failed_job()
+    assert viewer.get(f"/admin/jobqueue/job/{job.pk}/discard/").status_code == 403
+    assert viewer.post(f"/admin/jobqueue/job/{job.pk}/discard/").status_code == 403
+
+
+def test_no_null_and_no_empty_brackets(operator):
+    job = JobFactory(status="failed", args=[], kwargs={}, result=None, errors=[], steps={})
+    html = operator.get(page(job)).content.decode()
+    for field in ("args_json", "kwargs_json", "result_json", "errors_html", "steps_html"):
+        cell = html[html.index(f"field-{field}") :]
+        cell = cell[: cell.index("</div>", cell.index('class="readonly"'))]
+        assert cell.endswith('class="readonly">\N{EM DASH}'), field
+    assert ">null<" not in html and ">[]<" not in html and ">{}<" not in html
+
+
+def test_every_time_on_the_page_reads_to_the_second(operator):
+    job = failed_job()
+    html = operator.get(page(job)).content.decode()
+    first = dt.datetime.fromisoformat(job.errors[0]["at"])
+    exact = first.strftime("%Y-%m-%d %H:%M:%S UTC")
+    # In the errors and in the timeline: seconds shown, date, zone and age on hover.
+    assert html.count(f'title="{exact} (') == 2
+    assert "a.m." not in html and "p.m." not in html
+    assert f'<time datetime="{job.run_at.isoformat()}"' in html

@@ -2,6 +2,7 @@
 
 import datetime as dt
 
+import django
 import pytest
 from django.utils import timezone
 
@@ -57,3 +58,42 @@ def test_workers_list_shows_live_workers_and_the_jobs_they_hold(admin_client, vi
     assert admin_client.get("/admin/jobqueue/worker/add/").status_code == 403
     # Staff without the worker permission do not see them.
     assert viewer.get("/admin/jobqueue/worker/").status_code == 403
+
+
+def test_workers_page_is_titled_workers_and_shows_seconds(admin_client):
+    started = timezone.now().replace(microsecond=0) - dt.timedelta(days=2, seconds=3)
+    Worker.objects.create(
+        id="web-1:10:abc",
+        hostname="web-1",
+        pid=10,
+        pool="default",
+        queues={},
+        concurrency=1,
+        started_at=started,
+    )
+    html = admin_client.get("/admin/jobqueue/worker/").content.decode()
+    assert "<title>Workers | " in html and "<h1>Workers</h1>" in html
+    assert "Select worker to view" not in html
+    assert f'<time datetime="{started.isoformat()}"' in html
+    assert f">{started:%Y-%m-%d %H:%M:%S}</time>" in html
+
+
+@pytest.mark.parametrize("url", ["/admin/jobqueue/queuesummary/", "/admin/jobqueue/schedule/"])
+def test_overview_pages_have_djangos_own_breadcrumbs_and_stylesheet(admin_client, url):
+    html = admin_client.get(url).content.decode()
+    crumbs = html[html.index('<nav aria-label="Breadcrumbs">') :]
+    crumbs = crumbs[: crumbs.index("</nav>")]
+    # The markup of the running Django's changelist: an ol since Django 6, a div before.
+    if django.VERSION >= (6,):
+        assert '<ol class="breadcrumbs">' in crumbs and '<li aria-current="page">' in crumbs
+    else:
+        assert '<div class="breadcrumbs">' in crumbs and "&rsaquo;" in crumbs
+    assert 'href="/admin/jobqueue/">Job queue</a>' in crumbs
+    assert "admin/css/changelists.css" in html
+
+
+def test_the_app_is_named_job_queue_so_no_crumb_reads_jobs_jobs(admin_client):
+    html = admin_client.get("/admin/jobqueue/job/").content.decode()
+    crumbs = html[html.index('class="breadcrumbs"') :]
+    crumbs = crumbs[: crumbs.index("</nav>")]
+    assert "Job queue" in crumbs and "Jobs" in crumbs

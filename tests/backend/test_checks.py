@@ -69,10 +69,13 @@ def test_jobqueue_missing_from_installed_apps_is_an_error(settings):
 
 
 def test_an_unsupported_database_is_an_error(monkeypatch):
-    monkeypatch.setattr(connection, "vendor", "mysql")
+    monkeypatch.setattr(connection, "vendor", "oracle")
     messages = backend().check()
     assert ids(messages) == ["jobqueue.E102"]
-    assert "needs PostgreSQL or SQLite; the default database is mysql" in messages[0].msg
+    assert (
+        "needs PostgreSQL, MySQL, MariaDB or SQLite; the default database is oracle"
+        in messages[0].msg
+    )
 
 
 @pytest.mark.django_db

@@ -25,6 +25,9 @@ def takes_anything(*values, **named):
     return None
 
 
+MARIADB_NESTING = 32
+
+
 def nested(depth, leaf="x"):
     """``depth`` lists, one inside the other, around ``leaf``."""
     value = leaf
@@ -147,7 +150,12 @@ def test_a_call_key_is_checked_like_an_idempotency_key():
 
 @pytest.mark.django_db
 def test_the_limits_themselves_are_stored_and_read_back_on_every_database():
-    values = [2**63 - 1, -(2**63), "é", "😀 \u2028 \ufeff", nested(MAX_NESTING - 1, 7), 0.5]
+    # MariaDB's JSON check (JSON_VALID) refuses a document more than 32 deep, its scalars
+    # counted: the deepest it stores, with kwargs' dict, the list of values and the leaf
+    # (docs/mysql.md).
+    mariadb = connection.vendor == "mysql" and connection.mysql_is_mariadb
+    depth = MARIADB_NESTING - 3 if mariadb else MAX_NESTING - 1
+    values = [2**63 - 1, -(2**63), "é", "😀 \u2028 \ufeff", nested(depth, 7), 0.5]
     job = tasks.echo.using(
         delay=conf.MAX_DELAY, max_attempts=2**31 - 1, queue="q\u00e9", idempotency_key="k\u00e9"
     ).enqueue(value=values)

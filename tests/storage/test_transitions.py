@@ -109,7 +109,7 @@ CASES = [
     ),
     Case(
         "succeed",
-        {"postgresql": "claim", "sqlite": "succeed_many"},
+        {"postgresql": "claim", "sqlite": "succeed_many", "mysql": "succeed_many"},
         lambda store, jobs: store.record(
             [success(job, None) for job in jobs], scope=NOTHING, limit=0
         ),
@@ -117,7 +117,7 @@ CASES = [
     ),
     Case(
         "record a held job's start",
-        {"postgresql": "claim", "sqlite": "record_started"},
+        {"postgresql": "claim", "sqlite": "record_started", "mysql": "record_started"},
         lambda store, jobs: store.record([], scope=NOTHING, limit=0, started=jobs),
         frozenset(),
     ),
@@ -230,7 +230,7 @@ CASES = [
     ),
     Case(
         "enqueue a batch without keys",
-        {"postgresql": "enqueue_keyless", "sqlite": "enqueue"},
+        {"postgresql": "enqueue_keyless", "sqlite": "enqueue", "mysql": "enqueue"},
         lambda store, jobs: tasks.add.enqueue_many([(1, 2), (3, 4)]),
         frozenset(),
     ),

@@ -93,10 +93,10 @@ class WebhookAdmin(admin.ModelAdmin):
                     d.event,
                     display.status_badge(d.job.status),
                     f"{d.job.attempts} / {d.job.max_attempts}",
-                    d.response or "-",
-                    display.first_line(d.job.last_error) or "-",
-                    display.when(d.job.enqueued_at),
-                    display.when(d.job.finished_at),
+                    d.response or display.EMPTY,
+                    display.first_line(d.job.last_error) or display.EMPTY,
+                    display.moment(d.job.enqueued_at),
+                    display.moment(d.job.finished_at),
                 )
                 for d in rows
             ),
