@@ -216,12 +216,15 @@ def mariadb_answers() -> bool:
     try:
         with database.connect_mysql(database.checked(f"{MARIADB}/bench_probe", "bench", "")):
             return True
-    except Exception:
+    except Exception:  # MySQLdb.OperationalError: nothing answers there
         return False
 
 
 @pytest.mark.process
 def test_the_benchmark_runs_a_tiny_w1_on_mariadb_and_drops_its_database():
+    # Only the environments with jobqueue's mysql extra can talk to MariaDB (tox's
+    # py312-django61-mariadb); there, under CI, the server must answer.
+    pytest.importorskip("MySQLdb", reason="needs mysqlclient (jobqueue's mysql extra)")
     if not mariadb_answers():
         if IN_CI:
             pytest.fail(f"no MariaDB at {MARIADB}: CI starts one (BENCH_MARIADB_URL)")
