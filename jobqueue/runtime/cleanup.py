@@ -6,7 +6,7 @@ attempt's outcome would be written inside the handler's transaction (and never c
 every later job on the slot would run inside it too, and on SQLite its write lock would
 shut the whole application out. So after every attempt, before its outcome is written, each
 connection the thread opened is checked, and one left in a transaction is rolled back and
-reset. A well-behaved handler costs a few attribute reads.
+reset. A well-behaved handler costs a few attribute reads (on MariaDB, one query too).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+
+from jobqueue.sql import load
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -84,6 +86,14 @@ def _raw_transaction_open(conn: BaseDatabaseWrapper) -> bool:
     raw = conn.connection
     if conn.vendor == "sqlite":
         return bool(raw.in_transaction)
+    if conn.vendor == "mysql":
+        # mysqlclient does not report it: MariaDB answers a query (one round trip per
+        # attempt there); MySQL has no such variable, so a raw BEGIN goes unseen on it.
+        if not getattr(conn, "mysql_is_mariadb", False):
+            return False
+        with raw.cursor() as cursor:
+            cursor.execute(load("mysql")["in_transaction"])
+            return bool(cursor.fetchone()[0])
     # psycopg 3 and psycopg2 both report it: 2 is INTRANS, 3 INERROR. 0 (IDLE) and 1
     # (ACTIVE, a statement running) are not a transaction left open, and 4 (UNKNOWN) is a
     # broken connection (the server went away), which the executor closes as unusable.

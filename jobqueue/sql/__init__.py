@@ -1,8 +1,9 @@
 """Load the named statements of ``<vendor>.sql`` and run them on a Django connection.
 
 Each statement sits in its file under a ``-- name: <name>`` line, except PostgreSQL's
-``enqueue_keyless``: ``enqueue`` without its ON CONFLICT line, derived here so that the
-two never drift apart. Python refers to them by name only; how a vendor wants its
+``enqueue_keyless``: ``enqueue`` without its ON CONFLICT line, and MySQL's
+``enqueue_one_plain``, ``enqueue_one`` without its RETURNING line, derived here so that
+the two never drift apart. Python refers to them by name only; how a vendor wants its
 parameters shaped (arrays or JSON text, the database clock or the caller's, a JSON path or
 a key), and how many statements a vendor needs for one piece of work (PostgreSQL's writing
 CTEs against SQLite's one transaction of several, and MySQL's locking read before each
@@ -51,6 +52,11 @@ def load(vendor: str) -> dict[str, str]:
         statements[name] = "\n".join(lines).strip().rstrip(";")
     if vendor == "postgresql":
         statements["enqueue_keyless"] = _without(statements["enqueue"], "ON CONFLICT DO NOTHING")
+    if vendor == "mysql":
+        # MySQL's enqueue (MariaDB's takes RETURNING): the id comes from the driver.
+        statements["enqueue_one_plain"] = _without(
+            statements["enqueue_one"], "RETURNING id, idempotency_key"
+        )
     return statements
 
 
@@ -83,6 +89,14 @@ class Queries:
     def connection(self) -> BaseDatabaseWrapper:
         # Django's connections are per thread: look it up on every use, never keep one.
         return connections[self.using]
+
+    @property
+    def insert_returning(self) -> bool:
+        """Whether an INSERT may report its rows with RETURNING: on MySQL's vendor, MariaDB
+        (10.5+) only; MySQL 8 has none."""
+        if not self.is_mysql:
+            return True
+        return bool(self.connection.mysql_is_mariadb)  # type: ignore[attr-defined]
 
     # -- parameter shapes -------------------------------------------------------------
 
@@ -187,34 +201,32 @@ class Queries:
     ) -> list[tuple[int, str | None]]:
         """MySQL's enqueue: ``NOT EXISTS`` on the unique index leaves out a key an unfinished
         job holds, and a duplicate key on that index (another transaction committed the key
-        after this statement read) runs the statement again, in a savepoint, until it sees
+        after this statement read) runs the insert again, in a savepoint, until it sees
         that job. A batch's later jobs with a key an earlier one has are left out here, as
-        ON CONFLICT DO NOTHING leaves them out on the other databases."""
-        if len(args) == 1:
-            name = "enqueue_one"
-            params.update(
-                args=json.dumps(args[0]), kwargs=json.dumps(kwargs[0]), idempotency_key=keys[0]
-            )
-        else:
-            name = "enqueue"
-            seen: set[str] = set()
-            kept = []
-            for row in zip(args, kwargs, keys, strict=True):
-                key = row[2]
-                if key is not None:
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                kept.append(row)
-            params["rows"] = json.dumps(kept)
-        keyed = any(key is not None for key in keys)
+        ON CONFLICT DO NOTHING leaves them out on the other databases.
+
+        MariaDB inserts a batch in one statement and reports the rows with RETURNING. MySQL
+        has no INSERT ... RETURNING, and a multi-row insert's ids need not be consecutive
+        there, so it inserts one row per statement (``enqueue_one_plain``) and reads each
+        id from the driver: slower, and tested only by making MariaDB take the same path.
+        """
+        kept = []
+        seen: set[str] = set()
+        for row in zip(args, kwargs, keys, strict=True):
+            key = row[2]
+            if key is not None:
+                if key in seen:
+                    continue
+                seen.add(key)
+            kept.append(row)
+        keyed = bool(seen)
         run = 1
         while True:
             try:
                 # A savepoint, when a key may collide: the duplicate rolls back this
-                # statement only, never the caller's transaction.
+                # insert only, never the caller's transaction.
                 with transaction.atomic(using=self.using) if keyed else nullcontext():
-                    inserted = self.fetchall(name, params)
+                    inserted = [(int(i), key) for i, key in self._mysql_insert(kept, params)]
             except IntegrityError as exc:
                 if not keyed or run == _MYSQL_ENQUEUE_RUNS or not _duplicate_key(exc):
                     raise
@@ -222,6 +234,21 @@ class Queries:
                 continue
             inserted.sort()
             return inserted
+
+    def _mysql_insert(self, rows: list[Any], params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Insert ``rows`` (``[args, kwargs, key]`` each); the id and key of each row
+        inserted."""
+        if not self.insert_returning:
+            inserted = []
+            with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+                for row in rows:
+                    cursor.execute(self.statements["enqueue_one_plain"], _one(params, row))
+                    if cursor.rowcount == 1:
+                        inserted.append((cursor.lastrowid, row[2]))
+            return inserted
+        if len(rows) == 1:
+            return self.fetchall("enqueue_one", _one(params, rows[0]))
+        return self.fetchall("enqueue", {**params, "rows": json.dumps(rows)})
 
     def _enqueue_time(self, value: dt.datetime) -> Any:
         # PostgreSQL: ISO text that the statement casts, quoted faster than a datetime;
@@ -338,9 +365,18 @@ class Queries:
                         },
                     )
                     # The rows as PostgreSQL's RETURNING reads them: one attempt more, the
-                    # new token, and whether the job is held.
+                    # new token, whether the job is held, and how long it waited.
                     claimed = [
-                        (*row[:6], row[6] + 1, row[7], row[8], tokens[row[0]], row[9], n >= limit)
+                        (
+                            *row[:6],  # id, task_name, queue, priority, args, kwargs
+                            row[6] + 1,  # attempts
+                            row[7],  # max_attempts
+                            row[8],  # crashes
+                            tokens[row[0]],
+                            row[9],  # steps
+                            n >= limit,  # held
+                            float(row[10]),  # waited
+                        )
                         for n, row in enumerate(picked)
                     ]
                 else:
@@ -423,6 +459,17 @@ class Queries:
             return False
         self.execute("analyze_jobs", {})
         return True
+
+
+def _one(params: dict[str, Any], row: Sequence[Any]) -> dict[str, Any]:
+    """The parameters of MySQL's ``enqueue_one`` for one ``[args, kwargs, key]`` row."""
+    args, kwargs, key = row
+    return {
+        **params,
+        "args": json.dumps(args),
+        "kwargs": json.dumps(kwargs),
+        "idempotency_key": key,
+    }
 
 
 def _duplicate_key(exc: IntegrityError) -> bool:

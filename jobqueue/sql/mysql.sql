@@ -86,7 +86,9 @@ RETURNING id, idempotency_key;
 -- picks which to take (the free slots' and, after them, those that may be held: see the
 -- PostgreSQL statement) and "claim" writes them; the rest are left pending, their locks
 -- released at commit.
+-- waited: seconds from due to this claim, for job_started's wait.
 SELECT id, task_name, queue, priority, args, kwargs, attempts, max_attempts, crashes, steps,
+       TIMESTAMPDIFF(MICROSECOND, run_at, UTC_TIMESTAMP(6)) / 1000000.0 AS waited,
        on_crash = 'retry' AND crashes + 1 < %(max_crashes)s AS holdable
 FROM jobqueue_job
 WHERE claim_rank IS NOT NULL
@@ -510,6 +512,11 @@ FROM jobqueue_job AS job
 WHERE job.id IN ({selection})
   AND job.id NOT IN (SELECT id FROM JSON_TABLE(%(done)s, '$[*]' COLUMNS (id bigint PATH '$')) AS d)
 GROUP BY job.status;
+
+-- name: in_transaction
+-- Whether this connection is inside a transaction (a handler's raw BEGIN left open): asked
+-- by runtime/cleanup.py after an attempt, on the driver's connection. MariaDB only.
+SELECT @@in_transaction;
 
 -- name: database_now
 -- The clock every statement here compares times with (the statement's start, in UTC): the

@@ -9,12 +9,15 @@ from typing import Any
 
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobqueue.checks import check_database
 from jobqueue.models import Job
 from jobqueue.sql import Queries
+from jobqueue.tasks import Call
 from tests.factories import JobFactory
+from tests.testapp import tasks
 
 ADD = "tests.testapp.tasks.add"
 
@@ -168,3 +171,23 @@ def test_the_claim_reads_its_index_past_many_finished_rows(mysql_only: None) -> 
     assert row["key"] == "jobqueue_job_claim" and int(row["rows"]) < 1_000, row
     row = job_table_row(explain(q.statements["rescue_check"], {}))
     assert row["key"] == "jobqueue_job_running_lease", row
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_insert_returning_as_on_mysql_the_enqueue_goes_row_by_row(
+    mysql_only: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MySQL 8 is not on this machine: MariaDB takes the path MySQL's enqueue takes (no
+    # INSERT ... RETURNING, one insert per job, the id from the driver).
+    monkeypatch.setattr(Queries, "insert_returning", property(lambda self: False))
+    held = tasks.add.using(idempotency_key="k1").enqueue(1, 2)
+    assert held is not None
+    with CaptureQueriesContext(connection) as queries:
+        jobs = tasks.add.enqueue_many(
+            [Call((1, 2), {}, "k1"), (3, 4), Call((5, 6), {}, "k2"), Call((7, 8), {}, "k2")]
+        )
+    assert not any("RETURNING" in q["sql"] for q in queries.captured_queries)
+    assert jobs[0] is None and jobs[3] is None  # k1 is held; the batch's second k2
+    assert [Job.objects.get(pk=job.pk).args for job in jobs[1:3]] == [[3, 4], [5, 6]]
+    assert tasks.add.using(idempotency_key="k1").enqueue(1, 2) is None
+    assert Job.objects.count() == 3
