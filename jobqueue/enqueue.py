@@ -22,7 +22,7 @@ from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 from django.utils import timezone
 
-from jobqueue import conf, signals, states
+from jobqueue import conf, signals, states, tracing
 from jobqueue.arguments import Call, Signed, check_calls, check_text, short_repr
 from jobqueue.channel import NOTIFY_CHANNEL
 from jobqueue.options import validate_options
@@ -199,13 +199,27 @@ def insert_calls(
         "max_attempts": options.max_attempts or conf.get().max_attempts,
         "on_crash": options.on_crash or conf.get().on_crash,
     }
-    inserted = queries.insert_jobs(
-        {**common, "channel": NOTIFY_CHANNEL}, run_at=run_at, now=now, rows=(args, kwargs, keys)
-    )
+    # One span for the statement, whatever its size; every job of it stores that span's
+    # context (or NULL outside a trace), one shared parameter, never a value per row.
+    with tracing.enqueue_span(task.name, options.queue, len(calls)) as traced:
+        inserted = queries.insert_jobs(
+            {**common, "channel": NOTIFY_CHANNEL},
+            run_at=run_at,
+            now=now,
+            rows=(args, kwargs, keys),
+            trace_context=traced.stored,
+        )
+        traced.inserted(inserted, len(calls))
 
     # Rows come back in call order; a row skipped for its key leaves a gap, recognised
     # because the next returned row carries a different key.
-    common.update(status=states.PENDING, run_at=run_at, enqueued_at=now, updated_at=now)
+    common.update(
+        status=states.PENDING,
+        run_at=run_at,
+        enqueued_at=now,
+        updated_at=now,
+        trace_context=traced.carrier,
+    )
     make = _job_maker(Job, common, options.database)
     jobs: list[Job | None] = []
     position = 0

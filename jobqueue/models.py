@@ -19,7 +19,7 @@ from jobqueue.states import Status
 
 # Django's warnings that MySQL and MariaDB ignore an index's condition (models.W037) and
 # skip a conditional unique constraint (models.W036): true of Django's DDL, not of
-# jobqueue's, whose migration 0005_mysql builds each of them there on a generated column.
+# jobqueue's, whose migration 0006_mysql builds each of them there on a generated column.
 _BUILT_BY_0005_MYSQL = {"models.W036", "models.W037"}
 
 
@@ -50,7 +50,7 @@ class PartialIndex(models.Index):
 
 class PartialUniqueConstraint(models.UniqueConstraint):
     """``models.UniqueConstraint`` with a ``condition``, as :class:`PartialIndex` is for an
-    index: built on MySQL and MariaDB by migration 0005_mysql, so without Django's warning
+    index: built on MySQL and MariaDB by migration 0006_mysql, so without Django's warning
     that it is skipped there."""
 
     def check(self, model: type[models.Model], connection: BaseDatabaseWrapper) -> Any:
@@ -89,13 +89,16 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
+    # The W3C trace context (traceparent, tracestate) of the enqueue's span, for the worker's
+    # span to continue (jobqueue.tracing); NULL when the job was enqueued outside a trace.
+    trace_context = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
         indexes = [
             # The claim reads only due pending rows in this order; finished rows are not in
             # the index at all, so a million of them cost the claim nothing.
-            # (On MySQL and MariaDB, migration 0005_mysql builds both of these on generated
+            # (On MySQL and MariaDB, migration 0006_mysql builds both of these on generated
             # columns that are NULL outside the condition, and the unique key below too.)
             PartialIndex(
                 fields=["-priority", "run_at", "id"],

@@ -20,7 +20,7 @@ from django.db import DEFAULT_DB_ALIAS, DataError, IntegrityError, transaction
 from django.utils import timezone
 
 from jobqueue import conf, explain, signals, states
-from jobqueue.channel import NOTIFY_CHANNEL
+from jobqueue.channel import CANCEL_PREFIX, NOTIFY_CHANNEL
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.operations import Action, Outcome, Selection, SelectionSQL, compile_selection
 from jobqueue.sql import Queries, loads
@@ -70,6 +70,9 @@ class ClaimedJob:
         if self.began is None:
             return None
         return (self.ended if self.ended is not None else time.monotonic()) - self.began
+
+    # The W3C carrier its enqueue stored (jobqueue.tracing), None if enqueued outside a trace.
+    trace_context: dict[str, str] | None = None
 
     @property
     def attempts_left(self) -> bool:
@@ -477,6 +480,7 @@ class Store:
                 steps=loads(row[10]) or {},
                 held=bool(row[11]),
                 waited=max(0.0, float(row[12] or 0.0)),
+                trace_context=loads(row[13]),
             )
             for row in rows
         ]
@@ -571,6 +575,24 @@ class Store:
         Returns the ids renewed; a held job missing from them has lost its lease.
         """
         return self._held("renew_leases", worker, tokens)
+
+    def held_jobs(self, worker: str, jobs: list[ClaimedJob]) -> set[int]:
+        """The ids of ``jobs`` this worker still holds: running, with the token it claimed.
+
+        A read, by primary key: a job missing was discarded (or taken over) since.
+        """
+        if not jobs:
+            return set()
+        q = self.queries
+        rows = q.fetchall(
+            "held_jobs",
+            {
+                "worker": worker,
+                "ids": q.ids([job.id for job in jobs]),
+                "tokens": q.names([job.token for job in jobs]),
+            },
+        )
+        return {row[0] for row in rows}
 
     def unclaim(self, worker: str, tokens: list[str], reason: str = "held unstarted") -> set[int]:
         """running -> pending for jobs claimed ahead and never started: no attempt spent, no
@@ -800,10 +822,15 @@ class Store:
         scope = compile_selection(selection, q)
         # A savepoint: a key collision or a dry run rolls back this operation only, never the
         # caller's transaction.
-        # operator_retry notifies each retried job's queue, as enqueue does, where the
-        # database has NOTIFY (the SQLite statement has no use for the channel).
+        # operator_retry notifies each retried job's queue, as enqueue does, and
+        # operator_discard each running job's worker (channel.CANCEL_PREFIX), where the
+        # database has NOTIFY (the SQLite statements have no use for the channel).
         with transaction.atomic(using=q.using):
-            rows = self._operator_rows(f"operator_{action}", scope, {"channel": NOTIFY_CHANNEL})
+            rows = self._operator_rows(
+                f"operator_{action}",
+                scope,
+                {"channel": NOTIFY_CHANNEL, "cancel_prefix": CANCEL_PREFIX},
+            )
             done = sorted(row[0] for row in rows)
             counts = self._operator_rows(f"operator_{action}_skipped", scope, {"done": q.ids(done)})
             if dry_run:

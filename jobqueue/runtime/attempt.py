@@ -1,8 +1,16 @@
-"""Run one attempt of a job and write its outcome through the store."""
+"""Run one attempt of a job and write its outcome through the store.
+
+An attempt is cancelled (``Attempt.cancel()``, from any thread) when it should stop: its
+job was discarded by an operator, its lease was lost, or it ran past its timeout. Its
+``cancelled`` event, the handler's ``ctx.cancelled``, is set; an ``async def`` handler's
+coroutine is also cancelled on its own event loop. A sync handler cannot be interrupted:
+it stops when it checks ``ctx.cancelled``. Whatever it writes afterwards, the fence refuses.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import threading
@@ -10,12 +18,13 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from types import FrameType
 from typing import Any
 
 from django.utils import timezone
 
-from jobqueue import conf
+from jobqueue import conf, tracing
 from jobqueue.arguments import json_problem
 from jobqueue.exceptions import Discard, JobRunAborted, PermanentError, Snooze
 from jobqueue.runtime.cleanup import State, restore_connections, snapshot
@@ -51,6 +60,40 @@ class Attempt:
     # Told when this attempt puts its job back to be due in so many seconds (retry, snooze),
     # so that this process's worker wakes for it without waiting for a poll.
     on_scheduled: Callable[[float], None] = field(default=lambda delay: None)
+    # While an async handler runs: its event loop and the task that runs it, so that
+    # cancel() can reach the coroutine from another thread. Guarded by _lock.
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False, compare=False)
+    _task: asyncio.Task[Any] | None = field(default=None, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def cancel(self) -> bool:
+        """Tell the handler to stop, from any thread; False if it was told before.
+
+        Sets ``cancelled`` (``ctx.cancelled``) and, for an ``async def`` handler, cancels
+        its coroutine on its loop: the ``await`` it is in raises ``CancelledError``.
+        """
+        with self._lock:
+            if self.cancelled.is_set():
+                return False
+            self.cancelled.set()
+            loop, task = self._loop, self._task
+        if loop is not None and task is not None:
+            # A loop closed meanwhile raises RuntimeError: the handler has returned.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel)
+        return True
+
+    def bind_loop(self, task: asyncio.Task[Any] | None) -> None:
+        """Record (or, with None, forget) the task that runs this attempt's async handler,
+        on the loop's own thread; a cancel that came before it started cancels it now."""
+        with self._lock:
+            if task is None:
+                self._loop = self._task = None
+                return
+            self._loop, self._task = task.get_loop(), task
+            already = self.cancelled.is_set() and not self.timed_out
+        if already:
+            task.cancel()
 
     @property
     def timeout(self) -> float:
@@ -68,6 +111,10 @@ class Attempt:
 
 class AttemptTimeout(Exception):
     """The attempt ran past its task's timeout."""
+
+
+class AttemptCancelled(Exception):
+    """The attempt's async handler was cancelled: its job was discarded, or its lease lost."""
 
 
 def run(
@@ -89,8 +136,11 @@ def run(
     job.began = time.monotonic()
     try:
         try:
+            # The attempt's span (OpenTelemetry, if installed) covers the handler only: the
+            # outcome's write is the worker's, and a success is written later, in a batch.
             try:
-                value = _outcome(attempt, store)
+                with tracing.execute_span(job, partial(span_outcome, job)):
+                    value = _outcome(attempt, store)
             finally:
                 job.ended = time.monotonic()
         except Snooze as snooze:
@@ -126,6 +176,24 @@ def run(
         logger.warning("outcome discarded: %s", exc)
         store.aborted(job, worker)
     return False
+
+
+def span_outcome(job: ClaimedJob, raised: BaseException | None) -> str:
+    """How ``run`` ends an attempt whose handler returned (``None``) or raised ``raised``, in
+    the words of the Sentry tags: the execute span's ``jobqueue.outcome``. A success is the
+    handler's checked value; the writer records it a moment later."""
+    if raised is None:
+        return "succeeded"
+    if isinstance(raised, Snooze):
+        return "snoozed"
+    if isinstance(raised, Discard):
+        return "discarded"
+    if isinstance(raised, JobRunAborted):
+        return "aborted"  # the fence refused its outcome: logged and discarded
+    permanent = isinstance(raised, PermanentError) or (
+        isinstance(raised, HandlerLeftTransaction) and raised.permanent
+    )
+    return "failed" if permanent or not job.attempts_left else "retry"
 
 
 class HandlerLeftTransaction(Exception):
@@ -218,11 +286,22 @@ def _call(attempt: Attempt, store: Store, args: list[Any], kwargs: dict[str, Any
         return task.func(*args, **kwargs)
 
     async def bounded() -> Any:
+        attempt.bind_loop(asyncio.current_task())
         try:
             return await asyncio.wait_for(task.func(*args, **kwargs), attempt.timeout or None)
         except TimeoutError:
             attempt.cancelled.set()
             raise AttemptTimeout(timeout_message(attempt)) from None
+        except asyncio.CancelledError:
+            if not attempt.cancelled.is_set():
+                raise  # not ours: the handler's own doing, reported as it is
+            # Its outcome is refused by the fence anyway; this says why in the log.
+            raise AttemptCancelled(
+                f"job {attempt.job.id}: the attempt was cancelled while it ran (discarded, "
+                "or its lease lost)"
+            ) from None
+        finally:
+            attempt.bind_loop(None)
 
     return asyncio.run(bounded())
 

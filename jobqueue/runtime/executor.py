@@ -122,6 +122,15 @@ class Executor:
                 self._line.remove(attempt)
         return taken
 
+    def withdraw(self, attempts: list[Attempt]) -> list[Attempt]:
+        """Take ``attempts`` out of the line, unstarted, if they still wait there (a job
+        discarded while it was held); return those taken."""
+        with self._lock:
+            taken = [a for a in attempts if a in self._line]
+            for attempt in taken:
+                self._line.remove(attempt)
+        return taken
+
     def next_deadline(self) -> float | None:
         deadlines = [a.deadline for a in self.running() if a.deadline is not None]
         return min(deadlines, default=None)

@@ -93,8 +93,10 @@ class Heartbeat:
 
     It runs on its own thread, so on its own database connection: a handler holding a long
     transaction on its connection does not hold up the renewal. A held job the renewal did
-    not match has lost its lease (another worker may own it now): its ``cancelled`` is set
-    and its eventual outcome is refused by the fence.
+    not match has lost its lease (another worker may own it now): it is cancelled
+    (``Attempt.cancel()``: ``ctx.cancelled``, and an async handler's coroutine) and its
+    eventual outcome is refused by the fence. A job discarded by an operator is usually
+    cancelled sooner, by :mod:`jobqueue.runtime.cancel`; the beat is the backstop.
     """
 
     def __init__(
@@ -132,8 +134,7 @@ class Heartbeat:
         held = [a for a in self._held() if not a.cancelled.is_set()]
         renewed = self._store.renew_leases(self._worker, [a.job.token for a in held])
         for attempt in held:
-            if attempt.job.id not in renewed:
-                attempt.cancelled.set()
+            if attempt.job.id not in renewed and attempt.cancel():
                 logger.error(
                     "job %s (%s) lost its lease: another worker may own it now; this "
                     "attempt's outcome will be discarded",

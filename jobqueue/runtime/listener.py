@@ -6,6 +6,10 @@ is ``JOBQUEUE["LISTEN_URL"]``, else the ``DATABASE_DIRECT_URL`` environment vari
 the database's own settings. A lost notification costs at most one safety poll; a lost
 connection is logged, the worker polls meanwhile, and the listener reconnects with backoff.
 
+Every payload goes to ``on_notify`` as it is: a queue name (an enqueue, an operator's
+Retry) or ``cancel:<id>[,<id>...]`` (an operator discarded running jobs; see
+:mod:`jobqueue.channel`). The listener does not read them; the service does.
+
 Through a transaction-mode pooler LISTEN succeeds and then hears nothing: the server session
 that ran it goes back to the pool. The listener checks at each connection whether a pooler
 is in between and, if it is one that would swallow notifications, says so and gives up, so

@@ -7,9 +7,10 @@ time the loop sleeps. Any thread may set them; only the loop's own thread sleeps
 
 ``Service`` is the base of ``Worker`` and ``Supervisor``: its ``control``, ``stop()``,
 ``stopping`` and its ``listener``, the thread that tells the loop that work may be waiting:
-on PostgreSQL a ``Listener`` whose notifications wake it, on a SQLite file a ``Watcher``
-whose every sight of another connection's commit wakes it. Which one a database gets is
-decided here, so that the loop and the lookout only ask ``listening``.
+on PostgreSQL a ``Listener`` whose notifications wake it (``notified``), on a SQLite file a
+``Watcher`` whose every sight of another connection's commit wakes it (``committed``).
+Which one a database gets is decided here, so that the loop and the lookout only ask
+``listening``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from typing import Protocol
 
 from jobqueue import conf
-from jobqueue.channel import NOTIFY_CHANNEL
+from jobqueue.channel import CANCEL_PREFIX, NOTIFY_CHANNEL
 from jobqueue.runtime.listener import Listener, connection_target
 from jobqueue.runtime.watcher import Watcher
 from jobqueue.store import Store
@@ -94,7 +95,7 @@ class Service:
             return
         path = queries.database_file()
         if path is not None:  # in memory, no other process can enqueue: nothing to watch
-            self.listener = Watcher(path=path, on_change=self.control.wake)
+            self.listener = Watcher(path=path, on_change=self.committed)
 
     def stop(self) -> None:
         """Ask the loop to stop; safe from a signal handler."""
@@ -109,9 +110,19 @@ class Service:
         """True while the listener is connected: it, not a poll, brings news of work."""
         return self.listener is not None and self.listener.connected.is_set()
 
-    def notified(self, queue: str) -> None:
-        """A notification came for ``queue`` (on the listener's thread): wake the loop.
+    def notified(self, payload: str) -> None:
+        """A notification came (on the listener's thread): wake the loop.
 
-        A worker wakes only for the queues it serves.
+        The payload is a queue name (an enqueue, an operator's Retry), or ``cancel:<id>``
+        (``jobqueue.channel.CANCEL_PREFIX``: an operator discarded a running job). A worker
+        wakes only for the queues it serves, and checks a cancel against the jobs it runs.
+        Here (the supervisor) a cancel brings no work, so it does not wake the loop; a
+        service older than the cancel payload took it for a queue and woke once: harmless.
         """
+        if not payload.startswith(CANCEL_PREFIX):
+            self.control.wake()
+
+    def committed(self) -> None:
+        """Another connection committed to the SQLite file (on the watcher's thread): wake
+        the loop. A worker also checks, at its next look, whether it lost a job it runs."""
         self.control.wake()

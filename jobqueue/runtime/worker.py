@@ -6,9 +6,10 @@ the parts, asks them, and stops them. ``lookout`` looks for work and says when t
 again; what to claim is ``demand``'s; the claims go out through ``writer`` (on its thread,
 or inline on this one); what they bring joins ``executor``'s line through ``intake``; the
 slots run it with ``runner``; ``due`` says when a job put back falls due; ``maintenance``
-runs the chores between looks; ``heartbeat`` keeps the leases alive on its own thread. The
-loop wakes on ``control`` (a freed slot, a notification, a job enqueued here) or on the
-earliest of its timers.
+runs the chores between looks; ``heartbeat`` keeps the leases alive on its own thread;
+``canceller`` cancels the attempts whose jobs an operator discarded. The loop wakes on
+``control`` (a freed slot, a notification, a job enqueued here) or on the earliest of its
+timers.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from jobqueue import conf, signals, tasks
+from jobqueue.runtime import cancel
 from jobqueue.runtime import queues as queue_selection
+from jobqueue.runtime.cancel import Canceller
 from jobqueue.runtime.demand import Demand
 from jobqueue.runtime.due import Due
 from jobqueue.runtime.executor import Executor
@@ -111,6 +114,9 @@ class Worker(Service):
             health=health,
         )
         self.writer = Writer(store=store, demand=self.demand, intake=self.intake)
+        self.canceller = Canceller(
+            store=store, worker=me, executor=self.executor, health=health, wake=control.wake
+        )
         self.runner = Runner(store=store, worker=me, executor=self.executor, writer=self.writer)
         self.lookout = Lookout(
             store=store,
@@ -204,6 +210,9 @@ class Worker(Service):
         while not self.stopping:
             if self.runner.expire_timeouts():
                 self.control.wake()  # their slots are free again: look for work
+            # A job discarded while it runs here: its attempt is told now (a notification
+            # named it, or on SQLite another connection committed). At most one read.
+            self.canceller.check(time.monotonic())
             if self._should_stop():
                 break
             now = time.monotonic()
@@ -248,11 +257,12 @@ class Worker(Service):
             )
 
     def _next_timer(self) -> float:
-        """The earliest of: a limit, a held job's hand-back, an attempt's timeout, a job this
-        process put back falling due."""
+        """The earliest of: a limit, a check for discarded jobs, a held job's hand-back, an
+        attempt's timeout, a job this process put back falling due."""
         timers = [time.monotonic() + (1.0 if self._parent_pid is not None else SAFETY_POLL)]
         timers += self.limits.timers()
         for timer in (
+            self.canceller.next_at(),
             self.intake.next_hand_back(),
             self.executor.next_deadline(),
             self.due.earliest(),
@@ -287,10 +297,21 @@ class Worker(Service):
         if database == self.store.queries.using and self._serves(queue):
             self.control.wake()
 
-    def notified(self, queue: str) -> None:
+    def notified(self, payload: str) -> None:
+        ids = cancel.parse(payload)
+        if ids is not None:
+            # Not a queue: an operator discarded running jobs. The canceller wakes the loop
+            # only if this worker holds one of them.
+            self.canceller.heard(ids)
+            return
+        queue = payload
         if self._serves(queue):
             logger.debug("worker %s: woken by a notification for queue %s", self.id, queue)
             self.control.wake()
+
+    def committed(self) -> None:
+        self.canceller.committed()
+        self.control.wake()
 
     def _serves(self, queue: str) -> bool:
         if queue in self.excluded:

@@ -169,15 +169,23 @@ class Queries:
         run_at: dt.datetime,
         now: dt.datetime,
         rows: tuple[Sequence[Any], Sequence[Any], Sequence[str | None]],
+        trace_context: str | None = None,
     ) -> list[tuple[int, str | None]]:
         """Insert one pending job per entry of ``rows`` (args, kwargs and keys, in step).
 
         ``shared`` holds the values every job of the batch has (task_name, queue, ...,
-        and the NOTIFY channel). Returns ``(id, idempotency_key)`` for each row written,
-        in the order of ``rows``: a row skipped for its key is missing.
+        and the NOTIFY channel); ``trace_context`` is one more, the JSON text of the
+        enqueue span's carrier (:mod:`jobqueue.tracing`), or None for NULL. Returns
+        ``(id, idempotency_key)`` for each row written, in the order of ``rows``: a row
+        skipped for its key is missing.
         """
         args, kwargs, keys = rows
-        params = {**shared, "run_at": self._enqueue_time(run_at), "now": self._enqueue_time(now)}
+        params = {
+            **shared,
+            "run_at": self._enqueue_time(run_at),
+            "now": self._enqueue_time(now),
+            "trace_context": trace_context,
+        }
         if self.is_mysql:
             return self._insert_jobs_mysql(params, args, kwargs, keys)
         if len(args) == 1:
@@ -376,6 +384,7 @@ class Queries:
                             row[9],  # steps
                             n >= limit,  # held
                             float(row[10]),  # waited
+                            row[11],  # trace_context
                         )
                         for n, row in enumerate(picked)
                     ]

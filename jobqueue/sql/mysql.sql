@@ -23,7 +23,7 @@
 -- FOR UPDATE of the rows and of what RETURNING would say, then "<name>", the UPDATE of
 -- those rows by id (%(ids)s, a JSON array of the first column), which hold still under
 -- their locks; and, where RETURNING would report values the UPDATE wrote, "<name>_read"
--- reads them back. Migration 0005_mysql adds the generated columns named here: claim_rank
+-- reads them back. Migration 0006_mysql adds the generated columns named here: claim_rank
 -- (-priority of a pending job), running_lease (the lease of a running one) and
 -- unfinished_key (the idempotency key of an unfinished one), each NULL otherwise, under the
 -- indexes that the partial indexes are elsewhere.
@@ -41,14 +41,17 @@
 -- for it and then fail on that index with a duplicate key, and Queries runs it again, which
 -- then leaves it out: ON CONFLICT DO NOTHING, in two steps. (INSERT IGNORE would do it in
 -- one, but it turns every other error of the row, a value too long, into a warning too.)
--- RETURNING on INSERT is MariaDB's (10.5+); MySQL has none.
+-- RETURNING on INSERT is MariaDB's (10.5+); MySQL has none (Queries then inserts the
+-- batch one row at a time, with enqueue_one_plain).
+-- trace_context is one value for the whole batch (the enqueue span's carrier, or NULL).
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
-    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
+    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at,
+    trace_context
 )
 SELECT %(task_name)s, %(queue)s, %(priority)s, r.args, r.kwargs, 'pending',
        %(run_at)s, 0, %(max_attempts)s, 0, %(on_crash)s, r.idempotency_key, '', '[]', '{}',
-       %(now)s, %(now)s
+       %(now)s, %(now)s, %(trace_context)s
 FROM JSON_TABLE(%(rows)s, '$[*]' COLUMNS (
     args JSON PATH '$[0]',
     kwargs JSON PATH '$[1]',
@@ -64,11 +67,12 @@ RETURNING id, idempotency_key;
 -- The same for one job.
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
-    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
+    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at,
+    trace_context
 )
 SELECT %(task_name)s, %(queue)s, %(priority)s, %(args)s, %(kwargs)s, 'pending',
        %(run_at)s, 0, %(max_attempts)s, 0, %(on_crash)s, %(idempotency_key)s, '', '[]', '{}',
-       %(now)s, %(now)s
+       %(now)s, %(now)s, %(trace_context)s
 FROM DUAL
 WHERE %(idempotency_key)s IS NULL
    OR NOT EXISTS (
@@ -89,6 +93,7 @@ RETURNING id, idempotency_key;
 -- waited: seconds from due to this claim, for job_started's wait.
 SELECT id, task_name, queue, priority, args, kwargs, attempts, max_attempts, crashes, steps,
        TIMESTAMPDIFF(MICROSECOND, run_at, UTC_TIMESTAMP(6)) / 1000000.0 AS waited,
+       trace_context,
        on_crash = 'retry' AND crashes + 1 < %(max_crashes)s AS holdable
 FROM jobqueue_job
 WHERE claim_rank IS NOT NULL

@@ -15,13 +15,15 @@
 -- A batch in which no job has a key cannot conflict: jobqueue.sql derives enqueue_keyless,
 -- this statement without ON CONFLICT, since a plain insert takes about a fifth less server
 -- time for 10,000 rows than a speculative one.
+-- trace_context is one value for the whole batch (the enqueue span's carrier, or NULL).
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
-    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
+    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at,
+    trace_context
 )
 SELECT %(task_name)s, %(queue)s, %(priority)s, r.args, r.kwargs, 'pending',
        %(run_at)s::timestamptz, 0, %(max_attempts)s, 0, %(on_crash)s, r.idempotency_key, '',
-       '[]', '{}', %(now)s::timestamptz, %(now)s::timestamptz
+       '[]', '{}', %(now)s::timestamptz, %(now)s::timestamptz, %(trace_context)s::jsonb
 FROM ROWS FROM (
     jsonb_array_elements(%(args)s::jsonb),
     jsonb_array_elements(%(kwargs)s::jsonb),
@@ -36,12 +38,13 @@ RETURNING id, idempotency_key, pg_notify(%(channel)s, %(queue)s);
 -- than ROWS FROM.
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
-    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
+    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at,
+    trace_context
 )
 VALUES (
     %(task_name)s, %(queue)s, %(priority)s, %(args)s::jsonb, %(kwargs)s::jsonb, 'pending',
     %(run_at)s::timestamptz, 0, %(max_attempts)s, 0, %(on_crash)s, %(idempotency_key)s, '',
-    '[]', '{}', %(now)s::timestamptz, %(now)s::timestamptz
+    '[]', '{}', %(now)s::timestamptz, %(now)s::timestamptz, %(trace_context)s::jsonb
 )
 ON CONFLICT DO NOTHING
 RETURNING id, idempotency_key, pg_notify(%(channel)s, %(queue)s);
@@ -134,7 +137,7 @@ claimed AS (
     RETURNING job.id, job.task_name, job.queue, job.priority, job.args, job.kwargs,
               job.attempts, job.max_attempts, job.crashes, job.token, job.steps,
               job.started_at IS NULL AS held,
-              extract(epoch FROM now() - job.run_at)::float8 AS waited
+              extract(epoch FROM now() - job.run_at)::float8 AS waited, job.trace_context
 )
 -- The next due job (next_due's answer) is read only when nothing was claimed: PostgreSQL
 -- runs an uncorrelated subquery the first time its value is needed, so a claim that found
@@ -259,6 +262,15 @@ WHERE worker = %(worker)s AND status = 'running'
   AND token = ANY(%(tokens)s::text[])
   AND lease_until > now() + make_interval(secs => %(buffer)s)
 RETURNING id;
+
+-- name: held_jobs
+-- Which of the jobs this worker holds (by id and claim token) are still its own: running
+-- with the same token. A job missing was discarded (or taken over): its attempt is
+-- cancelled. A read by primary key, for the cancel of a discarded job.
+SELECT id FROM jobqueue_job
+WHERE id = ANY(%(ids)s::bigint[])
+  AND worker = %(worker)s AND status = 'running'
+  AND token = ANY(%(tokens)s::text[]);
 
 -- name: unclaim
 -- Hand back jobs this worker claimed ahead and never started: pending again, as if never
@@ -457,10 +469,13 @@ GROUP BY 1;
 
 -- name: operator_discard
 -- Any job but a succeeded (or already discarded) one -> discarded. Clearing the token fences
--- off a running job's worker: its heartbeat renews nothing (and sets ctx.cancelled), and its
--- outcome is refused. The lease is kept, so that a Retry waits until it has run out and the
+-- off a running job's worker: it cancels the attempt (ctx.cancelled), and its outcome is
+-- refused. The lease is kept, so that a Retry waits until it has run out and the
 -- old attempt cannot still be running. Only a running job has a lease, so the lease returned
--- tells the store how many were running.
+-- tells the store how many were running. Each running job's worker is told at once: a
+-- notification 'cancel:<id>' (channel.CANCEL_PREFIX), which PostgreSQL delivers at commit
+-- only, so a dry run or a rollback cancels nothing; the worker confirms it with
+-- held_jobs before it cancels the attempt.
 WITH selected(id) AS (
     {selection}
 )
@@ -468,7 +483,9 @@ UPDATE jobqueue_job AS job
 SET status = 'discarded', token = NULL, finished_at = now(), updated_at = now()
 WHERE job.id IN (SELECT id FROM selected)
   AND job.status IN ('pending', 'running', 'failed', 'abandoned')
-RETURNING job.id, job.lease_until;
+RETURNING job.id, job.lease_until,
+    CASE WHEN job.lease_until IS NOT NULL
+         THEN pg_notify(%(channel)s, %(cancel_prefix)s || job.id::text) END;
 
 -- name: operator_discard_skipped
 -- The status of each selected job operator_discard left alone, counted, for the report.

@@ -9,13 +9,15 @@
 -- row whose idempotency key an unfinished job already holds is skipped by the partial unique
 -- index, never by a read-then-write.
 -- ("WHERE true" keeps the parser from reading ON CONFLICT as a join constraint.)
+-- trace_context is one value for the whole batch (the enqueue span's carrier, or NULL).
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
-    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
+    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at,
+    trace_context
 )
 SELECT %(task_name)s, %(queue)s, %(priority)s, r.value -> 0, r.value -> 1, 'pending',
        %(run_at)s, 0, %(max_attempts)s, 0, %(on_crash)s, r.value ->> 2, '', '[]', '{}',
-       %(now)s, %(now)s
+       %(now)s, %(now)s, json(%(trace_context)s)
 FROM json_each(%(rows)s) AS r
 WHERE true
 ON CONFLICT DO NOTHING
@@ -25,12 +27,13 @@ RETURNING id, idempotency_key;
 -- The same for one job. json() stores the arguments minified, as the batch does.
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
-    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at
+    crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at,
+    trace_context
 )
 VALUES (
     %(task_name)s, %(queue)s, %(priority)s, json(%(args)s), json(%(kwargs)s), 'pending',
     %(run_at)s, 0, %(max_attempts)s, 0, %(on_crash)s, %(idempotency_key)s, '', '[]', '{}',
-    %(now)s, %(now)s
+    %(now)s, %(now)s, json(%(trace_context)s)
 )
 ON CONFLICT DO NOTHING
 RETURNING id, idempotency_key;
@@ -87,7 +90,7 @@ WHERE jobqueue_job.id = picked.id
 RETURNING id, task_name, queue, priority, args, kwargs, attempts, max_attempts, crashes,
           token, steps, typeof(started_at) = 'null' AS held,
           -- Seconds from due to this claim, for job_started's wait.
-          (julianday(%(now)s) - julianday(run_at)) * 86400.0 AS waited;
+          (julianday(%(now)s) - julianday(run_at)) * 86400.0 AS waited, trace_context;
 
 -- name: record_started
 -- The starts of held jobs a slot has taken since the writer's last statement, recorded in
@@ -215,6 +218,16 @@ WHERE worker = %(worker)s AND status = 'running'
   AND token IN (SELECT value FROM json_each(%(tokens)s))
   AND lease_until > %(fence)s
 RETURNING id;
+
+-- name: held_jobs
+-- Which of the jobs this worker holds (by id and claim token) are still its own: running
+-- with the same token. A job missing was discarded (or taken over): its attempt is
+-- cancelled. A read by primary key, for the cancel of a discarded job (SQLite has no
+-- NOTIFY: the worker asks after another connection's commit, at most every 0.5 s).
+SELECT id FROM jobqueue_job
+WHERE id IN (SELECT value FROM json_each(%(ids)s))
+  AND worker = %(worker)s AND status = 'running'
+  AND token IN (SELECT value FROM json_each(%(tokens)s));
 
 -- name: unclaim
 -- Hand back jobs this worker claimed ahead and never started: pending again, as if never
@@ -405,9 +418,10 @@ GROUP BY 1;
 
 -- name: operator_discard
 -- Any job but a succeeded (or already discarded) one -> discarded. Clearing the token fences
--- off a running job's worker: its heartbeat renews nothing (and sets ctx.cancelled), and its
--- outcome is refused. The lease is kept, so that a Retry waits until it has run out and the
--- old attempt cannot still be running. Only a running job has a lease, so the lease returned
+-- off a running job's worker: it sees the change at its next look after this commit
+-- (held_jobs) and cancels the attempt (ctx.cancelled), and its outcome is refused. The
+-- lease is kept, so that a Retry waits until it has run out and the old attempt cannot
+-- still be running. Only a running job has a lease, so the lease returned
 -- tells the store how many were running.
 WITH selected(id) AS (
     {selection}

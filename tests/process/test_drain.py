@@ -14,7 +14,8 @@ pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
 
 def test_two_processes_of_four_threads_run_every_job_exactly_once(start_worker, vendor):
-    total = 2000 if vendor == "postgresql" else 600
+    # SQLite's one writer at a time makes 2,000 slow there; the servers drain 2,000.
+    total = 600 if vendor == "sqlite" else 2000
     fast = {"POLL_INTERVAL": 0.1}
     workers = [start_worker("--concurrency", "4", settings=fast) for _ in range(2)]
     wait_for(

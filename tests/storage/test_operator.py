@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobqueue import signals
-from jobqueue.channel import NOTIFY_CHANNEL
+from jobqueue.channel import CANCEL_PREFIX, NOTIFY_CHANNEL
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.models import Job
 from jobqueue.runtime.attempt import Attempt
@@ -352,3 +352,38 @@ def test_a_retry_notifies_its_queues_at_commit_and_not_on_a_dry_run(postgresql_o
         assert notifications(listener) == [(NOTIFY_CHANNEL, "emails")]
     finally:
         listener.close()
+
+
+def test_a_discard_tells_the_workers_of_its_running_jobs_at_commit_only(postgresql_only):
+    """One ``cancel:<id>`` per running job, none for the others, none on a dry run."""
+    running = [
+        JobFactory(status="running", token=f"{i}" * 32, worker="w", lease_until=later(300))
+        for i in range(2)
+    ]
+    waiting = JobFactory()
+    ids = [waiting.pk, *(j.pk for j in running)]
+    listener = listen_for_jobs()
+    try:
+        Store().discard_jobs(ids, dry_run=True)
+        assert notifications(listener) == []
+        with transaction.atomic():
+            assert Store().discard_jobs(ids).running == 2
+            assert notifications(listener) == []  # not before the commit
+        assert sorted(notifications(listener)) == [
+            (NOTIFY_CHANNEL, f"{CANCEL_PREFIX}{j.pk}") for j in sorted(running, key=lambda j: j.pk)
+        ]
+    finally:
+        listener.close()
+
+
+def test_held_jobs_names_the_attempts_that_still_own_their_job():
+    JobFactory.create_batch(3)
+    store = Store()
+    claimed = store.claim(worker="w", task_names=[tasks.add.name], queues=None, limit=3)
+    assert store.held_jobs("w", claimed) == {j.id for j in claimed}
+    assert store.held_jobs("other", claimed) == set()
+    store.discard_jobs([claimed[0].id])
+    with CaptureQueriesContext(connection) as queries:
+        assert store.held_jobs("w", claimed) == {claimed[1].id, claimed[2].id}
+    assert len(queries) == 1
+    assert store.held_jobs("w", []) == set()

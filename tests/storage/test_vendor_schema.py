@@ -1,6 +1,6 @@
 """What the schema itself enforces and how the claim finds its rows, below the store: the
 idempotency key's unique index (on MySQL and MariaDB a generated column, migration
-0005_mysql), the model checks, the MySQL version floor, and the MySQL claim's plan on a
+0006_mysql), the model checks, the MySQL version floor, and the MySQL claim's plan on a
 table of many finished rows."""
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_the_database_refuses_a_second_unfinished_job_with_a_key_until_the_first
 @pytest.mark.django_db
 def test_the_job_model_checks_have_no_warning_about_its_partial_indexes():
     # Django warns that MySQL and MariaDB ignore an index's condition (models.W037) and skip
-    # a conditional unique constraint (models.W036); migration 0005_mysql builds them there,
+    # a conditional unique constraint (models.W036); migration 0006_mysql builds them there,
     # so jobqueue's own models leave those warnings out, on every database.
     assert [message.id for message in Job.check(databases=["default"])] == []
 

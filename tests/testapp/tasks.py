@@ -312,3 +312,51 @@ def _backoff_forever(attempt):
 @task(max_attempts=2, backoff=_backoff_forever)
 def backs_off_forever():
     raise ValueError("failed; see you in 31,709 years")
+
+
+def _current_span_ids():
+    from opentelemetry import trace  # tests/tracing only; the test extra has it
+
+    context = trace.get_current_span().get_span_context()
+    return {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}"}
+
+
+@task
+def current_span():
+    """The ids of the span current inside the handler (OpenTelemetry)."""
+    return _current_span_ids()
+
+
+@task
+async def async_current_span():
+    """The same from inside an async handler's coroutine."""
+    await asyncio.sleep(0)
+    return _current_span_ids()
+
+
+@task
+def enqueues_add():
+    """Enqueue a job from a handler: its enqueue span is a child of this attempt's."""
+    return add.enqueue(1, 1).id
+
+
+@task(takes_context=True)
+def until_cancelled(ctx, label="cancel", seconds=60):
+    """Record a start, wait for ``ctx.cancelled``, record the moment it was seen, and then
+    return anyway: a late success the fence must refuse."""
+    record(f"{label}:start", ctx)
+    if ctx.cancelled.wait(seconds):
+        record(f"{label}:cancelled", ctx)
+    return f"{label} finished late"
+
+
+@task(takes_context=True)
+async def async_until_cancelled(ctx, label="async-cancel", seconds=60):
+    """Record a start and sleep; record the moment the coroutine is cancelled."""
+    await asyncio.to_thread(record, f"{label}:start", ctx)
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        await asyncio.to_thread(record, f"{label}:cancelled", ctx)
+        raise
+    return f"{label} slept"

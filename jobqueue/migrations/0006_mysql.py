@@ -63,7 +63,7 @@ def _run(statements: list[str]) -> Callable[[StateApps, BaseDatabaseSchemaEditor
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobqueue", "0004_schedule"),
+        ("jobqueue", "0005_job_trace_context"),
     ]
 
     operations = [
