@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from bench import database
 from bench.report import progress
@@ -22,6 +22,9 @@ from bench.systems.base import REPO
 URLS = {
     "postgresql": "postgres://postgres@127.0.0.1:5432/jobqueue_bench",
     "sqlite": f"sqlite:///{Path(tempfile.gettempdir()) / 'jobqueue_bench.sqlite3'}",
+    # MariaDB: a fresh database for each run, dropped at its end; django-tasks-db's is
+    # bench_django_tasks_db on the same server.
+    "mysql": "mysql://root@127.0.0.1:3306/bench_jobqueue",
 }
 T = TypeVar("T")
 ATTEMPTS = 3  # per run of a workload on a system
@@ -110,7 +113,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
             "raw-1",
             "raw-100",
         ],
-        help="on SQLite only jobqueue and django-tasks-db run; graphile-worker needs Node.js",
+        help="on SQLite and MariaDB only jobqueue and django-tasks-db run; graphile-worker "
+        "needs Node.js",
     )
     parser.add_argument(
         "--only",
@@ -202,12 +206,27 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def prepare_database(url: str) -> None:
-    """Point every process at the bench database, creating it on PostgreSQL if missing."""
+def prepare_database(url: str) -> dict[str, Any]:
+    """Point every process at the bench database, creating it on PostgreSQL if missing and
+    afresh on MariaDB; its settings."""
     config = database.checked(url, "bench", "the bench drops its tables")
     database.use(url, "bench.settings")
     if config["ENGINE"] == database.POSTGRESQL:
         database.create(config)
+    elif config["ENGINE"] == database.MYSQL:
+        database.create(config, replace=True)
+    return config
+
+
+def drop_databases(config: dict[str, Any], names: list[str]) -> None:
+    """On MariaDB, drop the run's databases (the bench's and each peer's) at its end."""
+    if config["ENGINE"] != database.MYSQL:
+        return
+    from django.db import connections
+
+    connections.close_all()
+    for name in names:
+        database.drop({**config, "NAME": name})
 
 
 def again_on_error(what: str, block: Callable[[], T], retried: list[str]) -> T:
@@ -229,37 +248,41 @@ def again_on_error(what: str, block: Callable[[], T], retried: list[str]) -> T:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(sys.argv[1:] if argv is None else argv)
-    prepare_database(args.database_url or URLS[args.database])
+    config = prepare_database(args.database_url or URLS[args.database])
     if args.prepared:
         # Read by the settings of both Django projects, here and in every subprocess.
         os.environ["DATABASE_PREPARED"] = "true"
+    under_test: list[Any] = []  # the systems, filled in by run(): their databases go too
+    try:
+        run(args, argv, config, under_test)
+    finally:
+        names = {str(config["NAME"]), *(system.database() for system in under_test)}
+        drop_databases(config, sorted(names))
 
+
+def run(
+    args: argparse.Namespace,
+    argv: list[str] | None,
+    config: dict[str, Any],
+    under_test: list[Any],
+) -> None:
+    """Choose and set up the systems, run the workloads, write the report."""
     import django
 
     django.setup()
     from django.db import connection
 
-    from bench import (
-        admin_changelist,
-        backlog,
-        floor,
-        idle,
-        large_table,
-        memory,
-        processes,
-        report,
-        systems,
-        workloads,
-    )
-    from bench.serverlog import ServerLog
-    from bench.systems import peers
+    from bench import report, systems
 
     available = systems.available()
     compared = bool(set(args.only) - set(ALONE))  # any workload with the systems side by side
     if connection.vendor != "postgresql":
-        # On SQLite, jobqueue and the peers that run there (django-tasks-db) only.
+        # On SQLite or MariaDB, jobqueue and the peers that run there (django-tasks-db) only.
+        runs_here = "on_mysql" if connection.vendor == "mysql" else "on_sqlite"
         args.systems = [
-            name for name in args.systems if name not in available or available[name].on_sqlite
+            name
+            for name in args.systems
+            if name not in available or getattr(available[name], runs_here)
         ]
     elif not compared:  # no peer takes part: none is set up
         args.systems = [name for name in args.systems if name == "jobqueue"]
@@ -277,16 +300,36 @@ def main(argv: list[str] | None = None) -> None:
             else "off in jobqueue and django-tasks-db (Django's default)"
         )
     started = time.monotonic()
-    under_test = [available[name]() for name in args.systems]
+    for name in args.systems:
+        under_test.append(available[name]())
+
+    from bench import (
+        admin_changelist,
+        backlog,
+        floor,
+        idle,
+        large_table,
+        memory,
+        processes,
+        workloads,
+    )
+    from bench.serverlog import MariaDBLog, ServerLog
+    from bench.systems import peers
+
     for system in under_test:
         progress(f"setting up {system.name}: dropping and recreating its tables")
         system.setup()
         info.update(system.versions())
-    log = None
+    log: ServerLog | MariaDBLog | None = None
     if connection.vendor == "postgresql":
         log = ServerLog.find(peers.server_url())
         if log is None:
             progress("cannot read the PostgreSQL server log: no W5, no server-counted W7")
+    elif connection.vendor == "mysql":
+        log = MariaDBLog.find(config)
+        if log is None:
+            progress("cannot read MariaDB's general log file: no W5, no server-counted W7")
+        progress("MariaDB: no W6, W9, W10, W11, W12 or W13")
     else:
         progress("SQLite: no W5, W6, W9, W10, W11, W12 or W13, no server-counted W7")
 
@@ -382,7 +425,7 @@ def main(argv: list[str] | None = None) -> None:
         tables=tables,
         systems=args.systems,
         notes=[
-            *report.notes_on(ran),
+            *report.notes_on(ran, connection.vendor),
             *[f"{s.name}: {note}" for s in under_test for note in s.notes() if ran - set(ALONE)],
             *[
                 f"{s.name}, W3 {setting}: {meaning}{' (a slow system)' if s.slow else ''}"

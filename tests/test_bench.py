@@ -1,6 +1,7 @@
 """The bench: its database guard and report, then its runs at a tiny N, jobqueue only. The
 figures are not checked here: speed is measured by bench/, never asserted in a test."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -10,11 +11,15 @@ from pathlib import Path
 import pytest
 
 from bench import database, floor, procfs, report
+from bench.serverlog import general_log_counts
 from bench.workloads import Row
-from tests.conftest import REPO, wait_for
+from tests.conftest import IN_CI, REPO, wait_for
 
 # Nothing listens there: a command that tried to connect would fail with another error.
 NO_SERVER = "postgres://postgres@127.0.0.1:1"
+NO_MARIADB = "mysql://root@127.0.0.1:1"
+# The machine's MariaDB (docs/performance.md), for the one run that needs the server.
+MARIADB = os.environ.get("BENCH_MARIADB_URL", "mysql://root@127.0.0.1:3306")
 
 
 def run_script(name: str, *args: str) -> str:
@@ -91,6 +96,162 @@ def test_the_soak_refuses_a_database_without_soak_before_connecting():
     said = refusal("soak.py", "--database-url", f"{NO_SERVER}/jobqueue_bench")
     assert "refusing to use database 'jobqueue_bench': the soak drops it" in said
     assert "must contain 'soak'" in said
+
+
+# -- MariaDB: its settings, names and statement count, without a server --------------
+
+
+def test_the_guard_gives_the_settings_of_a_mariadb_database_and_its_server():
+    config = database.checked(f"{NO_MARIADB}/bench_jobqueue", "bench", "why")
+    assert (config["ENGINE"], config["NAME"], config["PORT"]) == (
+        database.MYSQL,
+        "bench_jobqueue",
+        1,
+    )
+    assert database.mysql_server(config) == {
+        "host": "127.0.0.1",
+        "port": 1,
+        "user": "root",
+        "password": "",
+        "charset": "utf8mb4",
+        "autocommit": True,
+    }
+    with pytest.raises(SystemExit, match="refusing to use database 'shop'"):
+        database.checked(f"{NO_MARIADB}/shop", "bench", "why")
+
+
+def test_a_mariadb_name_is_quoted_and_one_with_a_backtick_refused():
+    assert database.mysql_name("bench_jobqueue") == "`bench_jobqueue`"
+    with pytest.raises(ValueError, match="bad MariaDB database name 'bench`x'"):
+        database.mysql_name("bench`x")
+
+
+def settings_of(module: str, path: str, env: dict[str, str]) -> dict[str, object]:
+    """``module``'s default database settings, read in a fresh interpreter with ``env``."""
+    code = f"import json, {module} as s; print(json.dumps(s.DATABASES['default']))"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": path, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def test_the_bench_settings_on_mariadb_read_committed_and_utf8mb4():
+    path = os.pathsep.join([str(REPO), str(REPO / "testproject")])
+    settings = settings_of("bench.settings", path, {"DATABASE_URL": f"{NO_MARIADB}/bench_x"})
+    assert settings["ENGINE"] == database.MYSQL
+    assert settings["NAME"] == "bench_x"
+    options = settings["OPTIONS"]
+    assert isinstance(options, dict)
+    assert (options["isolation_level"], options["charset"]) == ("read committed", "utf8mb4")
+
+
+def test_django_tasks_db_on_mariadb_has_the_same_options_and_its_own_database():
+    settings = settings_of(
+        "dtdb_settings",
+        str(REPO / "bench" / "peers"),
+        {"BENCH_DSN": f"{NO_MARIADB}/bench_django_tasks_db"},
+    )
+    assert (settings["ENGINE"], settings["NAME"], settings["PORT"]) == (
+        database.MYSQL,
+        "bench_django_tasks_db",
+        1,
+    )
+    assert settings["OPTIONS"] == {"isolation_level": "read committed", "charset": "utf8mb4"}
+
+
+def test_a_peer_on_mariadb_gets_a_bench_database_and_a_venv_with_mysqlclient(monkeypatch):
+    from bench.systems.peers import DjangoTasksDb
+
+    peer = DjangoTasksDb()
+    monkeypatch.setenv("DATABASE_URL", f"{NO_SERVER}/jobqueue_bench")
+    assert (peer.database(), peer.venv_dir.name) == ("django_tasks_db_bench", "django-tasks-db")
+    assert not any(p.startswith("mysqlclient") for p in peer.packages)
+    monkeypatch.setenv("DATABASE_URL", f"{NO_MARIADB}/bench_jobqueue")
+    assert (peer.database(), peer.venv_dir.name) == (
+        "bench_django_tasks_db",
+        "django-tasks-db-mysql",
+    )
+    assert peer.packages[-1].startswith("mysqlclient==")
+    assert peer.worker_env()["BENCH_DSN"] == f"{NO_MARIADB}/bench_django_tasks_db"
+
+
+GENERAL_LOG = (
+    "261201 15:56:00\t    20 Quit\t\n"
+    "\t\t    21 Connect\troot@127.0.0.1 on bench_a using TCP/IP\n"
+    "\t\t    22 Connect\troot@127.0.0.1 on bench_b using TCP/IP\n"
+    "\t\t    23 Connect\troot@127.0.0.1 on  using TCP/IP\n"
+    "\t\t    21 Query\tSET autocommit=1\n"
+    "261201 15:56:01\t    22 Query\tselect\n 2\n"
+    "\t\t    23 Init DB\tbench_a\n"
+    "\t\t    23 Query\tSELECT 1\n"
+    "\t\t    24 Query\tSELECT 1\n"
+    "\t\t    21 Quit\t\n"
+)
+
+
+def test_the_general_log_is_counted_by_each_connections_database_past_an_offset():
+    assert general_log_counts(GENERAL_LOG, 0, {"bench_a", "bench_b"}) == {
+        "bench_a": 2,  # 21's SET and 23's SELECT after its Init DB; not Connect or Quit
+        "bench_b": 1,  # one statement over two lines
+    }
+    assert general_log_counts(GENERAL_LOG, 0, {"bench_b"}) == {"bench_b": 1}
+    past = GENERAL_LOG.index("\t\t    23 Init DB")
+    # The connections opened before the offset still name their databases.
+    assert general_log_counts(GENERAL_LOG, past, {"bench_a", "bench_b"}) == {"bench_a": 1}
+
+
+@pytest.mark.process
+def test_the_benchmark_refuses_a_mariadb_database_without_bench_before_connecting():
+    said = refusal("run.py", "--database", "mysql", "--database-url", f"{NO_MARIADB}/shop")
+    assert "refusing to use database 'shop'" in said
+
+
+def mariadb_answers() -> bool:
+    try:
+        with database.connect_mysql(database.checked(f"{MARIADB}/bench_probe", "bench", "")):
+            return True
+    except Exception:  # MySQLdb.OperationalError: nothing answers there
+        return False
+
+
+@pytest.mark.process
+def test_the_benchmark_runs_a_tiny_w1_on_mariadb_and_drops_its_database():
+    # Only the environments with jobqueue's mysql extra can talk to MariaDB (tox's
+    # py312-django61-mariadb); there, under CI, the server must answer.
+    pytest.importorskip("MySQLdb", reason="needs mysqlclient (jobqueue's mysql extra)")
+    if not mariadb_answers():
+        if IN_CI:
+            pytest.fail(f"no MariaDB at {MARIADB}: CI starts one (BENCH_MARIADB_URL)")
+        pytest.skip(f"no MariaDB at {MARIADB} (BENCH_MARIADB_URL)")
+    name = f"bench_tiny_{os.getpid()}"
+    output = run_script(
+        "run.py",
+        "--database",
+        "mysql",
+        "--database-url",
+        f"{MARIADB}/{name}",
+        "--systems",
+        "jobqueue",
+        "--only",
+        "W1",
+        "--jobs",
+        "20",
+        "--repeat",
+        "1",
+        "--no-write",
+    )
+    assert "| W1 |" in output
+    assert "- database: MariaDB " in output
+    config = database.checked(f"{MARIADB}/{name}", "bench", "")
+    with database.connect_mysql(config) as conn, conn.cursor() as cursor:
+        cursor.execute("SHOW DATABASES LIKE %s", [name])
+        assert cursor.fetchall() == ()
 
 
 # -- /proc -----------------------------------------------------------------------------

@@ -18,6 +18,11 @@ from collections.abc import Callable
 from typing import Any
 
 DSN = os.environ.get("BENCH_DSN", "")
+# Django's OPTIONS for MariaDB, the same for jobqueue's project (bench/settings.py) and
+# django-tasks-db's (dtdb_settings.py): READ COMMITTED, so that a claim sees what other
+# transactions committed and takes no gap locks (MariaDB's default is REPEATABLE READ), and
+# utf8mb4 for every character.
+MYSQL_OPTIONS = {"isolation_level": "read committed", "charset": "utf8mb4"}
 Command = Callable[[argparse.Namespace], dict[str, Any] | None]
 
 

@@ -3,6 +3,8 @@
 import os
 from urllib.parse import urlsplit
 
+from _common import MYSQL_OPTIONS
+
 _url = urlsplit(os.environ["BENCH_DSN"])
 SECRET_KEY = "bench"
 DEBUG = False
@@ -32,6 +34,9 @@ if _url.scheme == "sqlite":  # bench/run.py --database sqlite: a file beside the
             },
         }
     }
+elif _url.scheme == "mysql":  # bench/run.py --database mysql: MariaDB
+    DATABASES["default"]["ENGINE"] = "django.db.backends.mysql"
+    DATABASES["default"]["OPTIONS"] = dict(MYSQL_OPTIONS)
 elif os.environ.get("DATABASE_PREPARED") == "true":  # bench/run.py --prepared
     DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}

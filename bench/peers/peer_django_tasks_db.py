@@ -30,13 +30,13 @@ def setup(args: argparse.Namespace) -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
-    else:  # a SQLite file of its own: its tables go with its migrations
+    else:  # a SQLite file or a MariaDB database of its own: its tables go with its migrations
         call_command("migrate", DBTaskResult._meta.app_label, "zero", verbosity=0)
     call_command("migrate", verbosity=0)
 
 
 def reset(args: argparse.Namespace) -> None:
-    empty = "TRUNCATE {}" if connection.vendor == "postgresql" else "DELETE FROM {}"
+    empty = "DELETE FROM {}" if connection.vendor == "sqlite" else "TRUNCATE {}"
     with connection.cursor() as cursor:
         cursor.execute(empty.format(DBTaskResult._meta.db_table))
 

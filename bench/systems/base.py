@@ -28,6 +28,7 @@ class System(ABC):
     slow: ClassVar[bool] = False  # drains --slow-jobs instead of --jobs in W3
     skips: ClassVar[frozenset[str]] = frozenset()  # workload keys not run for this system
     on_sqlite: ClassVar[bool] = False  # also runs on the bench's SQLite file (jobqueue does)
+    on_mysql: ClassVar[bool] = False  # also runs on MariaDB (jobqueue does)
 
     @abstractmethod
     def setup(self) -> None:

@@ -35,6 +35,7 @@ class JobqueueSystem(System):
     name: ClassVar[str] = "jobqueue"
     counts_statements: ClassVar[bool] = True
     on_sqlite: ClassVar[bool] = True
+    on_mysql: ClassVar[bool] = True
     drain_settings: ClassVar[dict[str, str]] = {
         "default": "`runjobs`: the default pool (concurrency 4, prefetch 64)",
         "tuned": "`runjobs --concurrency 16` (prefetch 256)",
@@ -77,8 +78,9 @@ class JobqueueSystem(System):
     def preload(self, jobs: int) -> None:
         super().preload(jobs)
         # Fresh statistics, as a table in service would have, so the claim's plan is stable.
+        analyze = "ANALYZE TABLE {}" if connection.vendor == "mysql" else "ANALYZE {}"
         with connection.cursor() as cursor:
-            cursor.execute(f"ANALYZE {Job._meta.db_table}")
+            cursor.execute(analyze.format(Job._meta.db_table))
 
     def worker_command(self, setting: str, burst: bool = True) -> list[str]:
         command = [sys.executable, "-m", "django", "runjobs", "--pool", "default"]

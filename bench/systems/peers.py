@@ -27,6 +27,7 @@ PEERS = REPO / "bench" / "peers"
 VENVS = REPO / "bench" / ".venvs"
 NODE_PEERS = REPO / "bench" / ".node"
 PSYCOPG = "psycopg[binary]==3.3.9"
+MYSQLCLIENT = "mysqlclient==2.3.2"  # on MariaDB; builds against libmariadb-dev
 
 
 def python312() -> str:
@@ -52,13 +53,28 @@ def server_url() -> str:
     return urlsplit(os.environ["DATABASE_URL"])._replace(path="").geturl()
 
 
+def peer_config(name: str) -> dict[str, Any]:
+    """Django's settings for the peer's own database ``name``, on the bench's server."""
+    return {**environ.Env.db_url_config(os.environ["DATABASE_URL"]), "NAME": name}
+
+
 def create_database(name: str) -> None:
-    """The peer's own database, on the bench database's server, if it is missing."""
-    database.create({**environ.Env.db_url_config(os.environ["DATABASE_URL"]), "NAME": name})
+    """The peer's own database, on the bench database's server: on PostgreSQL created if
+    it is missing (the peer drops its schema), on MariaDB a fresh one for this run."""
+    config = peer_config(name)
+    database.create(config, replace=config["ENGINE"] == database.MYSQL)
+
+
+def engine() -> str:
+    return str(environ.Env.db_url_config(os.environ["DATABASE_URL"])["ENGINE"])
 
 
 def on_sqlite() -> bool:
-    return environ.Env.db_url_config(os.environ["DATABASE_URL"])["ENGINE"] != database.POSTGRESQL
+    return engine() not in (database.POSTGRESQL, database.MYSQL)
+
+
+def on_mysql() -> bool:
+    return engine() == database.MYSQL
 
 
 def peer_dsn(name: str) -> str:
@@ -81,18 +97,28 @@ class Peer(System):
     about: ClassVar[list[str]] = []
 
     @property
+    def venv_dir(self) -> Path:
+        """``bench/.venvs/<venv>``; ``<venv>-mysql``, with mysqlclient, on MariaDB."""
+        return VENVS / (f"{self.venv}-mysql" if on_mysql() else self.venv)
+
+    @property
+    def packages(self) -> list[str]:
+        """The pinned requirements, with mysqlclient on MariaDB."""
+        return [*self.requirements, MYSQLCLIENT] if on_mysql() else list(self.requirements)
+
+    @property
     def python(self) -> Path:
-        return VENVS / self.venv / "bin" / "python"
+        return self.venv_dir / "bin" / "python"
 
     def ensure_venv(self) -> None:
-        marker = VENVS / self.venv / "bench-requirements.txt"
-        wanted = "\n".join(self.requirements) + "\n"
+        marker = self.venv_dir / "bench-requirements.txt"
+        wanted = "\n".join(self.packages) + "\n"
         if marker.exists() and marker.read_text() == wanted and self.python.exists():
             return
-        print(f"installing {' '.join(self.requirements)} into {VENVS / self.venv}", file=sys.stderr)
-        subprocess.run([python312(), "-m", "venv", "--clear", str(VENVS / self.venv)], check=True)
+        print(f"installing {' '.join(self.packages)} into {self.venv_dir}", file=sys.stderr)
+        subprocess.run([python312(), "-m", "venv", "--clear", str(self.venv_dir)], check=True)
         pip = [str(self.python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        subprocess.run([*pip, *self.requirements], check=True)
+        subprocess.run([*pip, *self.packages], check=True)
         marker.write_text(wanted)
 
     def worker_env(self) -> dict[str, str]:
@@ -102,7 +128,7 @@ class Peer(System):
             **env,
             **self.env,
             "PYTHONPATH": str(PEERS),
-            "BENCH_DSN": peer_dsn(self.dbname),
+            "BENCH_DSN": peer_dsn(self.database()),
         }
 
     def command(self, command: str, *options: str) -> list[str]:
@@ -127,7 +153,7 @@ class Peer(System):
     def setup(self) -> None:
         self.ensure_venv()
         if not on_sqlite():
-            create_database(self.dbname)
+            create_database(self.database())
         self.call("setup")
 
     def reset(self) -> None:
@@ -149,6 +175,10 @@ class Peer(System):
         return [float(t) for t in self.call("stamp", *options)["committed"]]
 
     def database(self) -> str:
+        """``dbname``; on MariaDB ``bench_<dbname without _bench>``, as the bench names
+        its databases there."""
+        if on_mysql():
+            return "bench_" + self.dbname.removesuffix("_bench")
         return self.dbname
 
     def worker_command(self, setting: str, burst: bool = True) -> list[str]:
@@ -161,8 +191,9 @@ class Peer(System):
         return dict(self.call("versions")["versions"])
 
     def notes(self) -> list[str]:
-        pins = ", ".join(f"`{r}`" for r in self.requirements)
-        return [f"installed in `bench/.venvs/{self.venv}` from PyPI: {pins}.", *self.about]
+        pins = ", ".join(f"`{r}`" for r in self.packages)
+        venv = self.venv_dir.name
+        return [f"installed in `bench/.venvs/{venv}` from PyPI: {pins}.", *self.about]
 
 
 class Procrastinate(Peer):
@@ -208,6 +239,7 @@ class DjangoTasksDb(Peer):
     slow = True
     skips = frozenset({"W2"})  # django.tasks has no bulk enqueue
     on_sqlite = True  # its documented SQLite set-up: WAL, IMMEDIATE transactions
+    on_mysql = True  # through Django's MySQL backend, with mysqlclient
     drain_settings = {"default": "`manage.py db_worker --batch` (no concurrency option)"}
     about = [
         "Django's `django.tasks` with `django_tasks_db.DatabaseBackend`, its migrations "
