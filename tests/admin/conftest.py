@@ -8,6 +8,7 @@ import os
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.core.cache import cache
+from django.db import connections
 from django.test import Client
 
 from tests.admin.browser import ARGS, CHROMIUM, unavailable
@@ -69,6 +70,13 @@ def browser(monkeypatch):
     # are plain synchronous test code, not code running inside that loop.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as p:
+        # Django keeps its connections in context variables, and Playwright's sync API runs
+        # this code in a context of its own: a connection it kept from an earlier browser
+        # test may be dead (a test that restarts PostgreSQL ran since). Drop it, so that
+        # the test's first query connects anew.
+        for conn in connections.all(initialized_only=True):
+            if not conn.is_usable():
+                conn.close()
         launched = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
         try:
             yield launched
