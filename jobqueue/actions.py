@@ -76,7 +76,7 @@ def confirm_discard(
     context = {
         **site.each_context(request),
         "title": _("Discard jobs"),
-        "breadcrumbs_ol": django.VERSION >= (6,),
+        "breadcrumbs_ol": django.VERSION >= (6, 1),
         "opts": modeladmin.opts,
         "count": count,
         "running": queryset.filter(status=states.RUNNING).count(),

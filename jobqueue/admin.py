@@ -597,7 +597,7 @@ class DashboardAdmin(JobsPageMixin, admin.ModelAdmin):
             "jobs_url": reverse(f"{self.admin_site.name}:jobqueue_job_changelist"),
             "queues_url": reverse(f"{self.admin_site.name}:jobqueue_queuesummary_changelist"),
             "workers_url": reverse(f"{self.admin_site.name}:jobqueue_worker_changelist"),
-            "breadcrumbs_ol": django.VERSION >= (6,),
+            "breadcrumbs_ol": django.VERSION >= (6, 1),
             **(extra_context or {}),
         }
         request.current_app = self.admin_site.name

@@ -83,8 +83,8 @@ def test_overview_pages_have_djangos_own_breadcrumbs_and_stylesheet(admin_client
     html = admin_client.get(url).content.decode()
     crumbs = html[html.index('<nav aria-label="Breadcrumbs">') :]
     crumbs = crumbs[: crumbs.index("</nav>")]
-    # The markup of the running Django's changelist: an ol since Django 6, a div before.
-    if django.VERSION >= (6,):
+    # The markup of the running Django's changelist: an ol since Django 6.1, a div before.
+    if django.VERSION >= (6, 1):
         assert '<ol class="breadcrumbs">' in crumbs and '<li aria-current="page">' in crumbs
     else:
         assert '<div class="breadcrumbs">' in crumbs and "&rsaquo;" in crumbs

@@ -78,7 +78,7 @@ def test_lists_every_schedule_with_the_figures_of_the_command(scheduler):
     html = response.content.decode()
     # The breadcrumbs in the running Django's markup, which its stylesheet styles.
     breadcrumbs = (
-        '<ol class="breadcrumbs">' if django.VERSION >= (6,) else '<div class="breadcrumbs">'
+        '<ol class="breadcrumbs">' if django.VERSION >= (6, 1) else '<div class="breadcrumbs">'
     )
     assert breadcrumbs in html
     for text in (
