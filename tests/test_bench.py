@@ -339,16 +339,19 @@ def test_the_systems_table_gives_medians_and_the_ratio_table_jobqueues_over_the_
     assert "| W1 | enqueue | higher | 2.50 |" in text
 
 
-def test_the_floor_gives_each_drain_as_a_share_of_raw_100_on_as_many_connections():
-    def runs(*rates: float, server: float | None = 50.0) -> list[dict[str, float | None]]:
-        return [{"jobs/s": r, "server us/job": server, "client us/job": 8.0} for r in rates]
+def test_the_floor_gives_each_drain_as_a_share_of_raw_100_and_of_the_durable_floor():
+    def runs(
+        *rates: float, server: float | None = 50.0, client: float = 8.0
+    ) -> list[dict[str, float | None]]:
+        return [{"jobs/s": r, "server us/job": server, "client us/job": client} for r in rates]
 
     table = floor.table(
         [
             (floor.RawDrain.label, "1", runs(40_000, 50_000, 60_000)),
             (floor.RawDrain.label, "4", runs(80_000)),
-            (floor.DurableDrain.label, "4", runs(20_000, server=None)),
-            (floor.WorkerDrain.label, "1 + slots", runs(10_000)),
+            (floor.DurableDrain.label, "1", runs(20_000, server=42.0)),
+            (floor.DurableDrain.label, "4", runs(40_000, server=None)),
+            (floor.WorkerDrain.label, "1 + slots", runs(10_000, client=25.0)),
         ],
         jobs=300,
         repeat=3,
@@ -358,14 +361,28 @@ def test_the_floor_gives_each_drain_as_a_share_of_raw_100_on_as_many_connections
         "connections",
         "jobs/s",
         "share of raw-100",
+        "share of the durable floor",
         "server CPU us/job",
         "client CPU us/job",
+        "CPU per job, x the floor's",
     ]
+    # The worker's row is measured against the floor on one connection: 10,000 of 20,000
+    # jobs/s, and (50 + 25) of (42 + 8) us of CPU per job.
     assert table.rows == [
-        [floor.RawDrain.label, "1", "50,000 (40,000-60,000)", "1.00", "50.0", "8.0"],
-        [floor.RawDrain.label, "4", "80,000", "1.00", "50.0", "8.0"],
-        [floor.DurableDrain.label, "4", "20,000", "0.25", "n/a", "8.0"],
-        [floor.WorkerDrain.label, "1 + slots", "10,000", "0.20", "50.0", "8.0"],
+        [
+            floor.RawDrain.label,
+            "1",
+            "50,000 (40,000-60,000)",
+            "1.00",
+            "2.50",
+            "50.0",
+            "8.0",
+            "1.16",
+        ],
+        [floor.RawDrain.label, "4", "80,000", "1.00", "2.00", "50.0", "8.0", "n/a"],
+        [floor.DurableDrain.label, "1", "20,000", "0.40", "1.00", "42.0", "8.0", "1.00"],
+        [floor.DurableDrain.label, "4", "40,000", "0.50", "1.00", "n/a", "8.0", "n/a"],
+        [floor.WorkerDrain.label, "1 + slots", "10,000", "0.20", "0.50", "50.0", "25.0", "1.50"],
     ]
 
 
