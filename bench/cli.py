@@ -7,6 +7,7 @@ import datetime as dt
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -197,6 +198,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "<date>-<host>-W11.md and the like with --only)",
     )
     parser.add_argument("--no-write", action="store_true", help="print the report only")
+    parser.add_argument(
+        "--also",
+        nargs="*",
+        choices=sorted(COMPANIONS),
+        help="runs of their own whose reports become sections of this one: W1-W3 with "
+        "prepared statements, and W1-W4 on SQLite (default: both, for a run of every "
+        "workload on PostgreSQL; none otherwise; --also alone for none)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         given = {a.split("=")[0].lstrip("-").replace("-", "_") for a in argv if a.startswith("--")}
@@ -204,6 +213,68 @@ def parse(argv: list[str]) -> argparse.Namespace:
             if key not in given:
                 setattr(args, key, value)
     return args
+
+
+# Companion runs: the arguments each adds to this run's, and its section's heading. Each is
+# `python bench/run.py` again in a process of its own (its own settings: prepared statements
+# are read at start-up, SQLite is another database), with this run's sizes.
+COMPANIONS = {
+    "prepared": (
+        ["--prepared", "--only", "W1", "W2", "W3"],
+        "With prepared statements (`--prepared`)",
+    ),
+    "sqlite": (["--database", "sqlite"], "On SQLite (`--database sqlite`)"),
+}
+# Options of this run a companion does not take over: it chooses its own.
+NOT_PASSED_ON = {"--database", "--database-url", "--output", "--also", "--only", "--systems"}
+
+
+def companions(args: argparse.Namespace, vendor: str) -> list[str]:
+    """The companion runs this run makes: those asked for, else both after a run of every
+    workload on PostgreSQL."""
+    if args.also is not None:
+        return list(args.also)
+    if vendor == "postgresql" and set(args.only) == set(WORKLOADS) and not args.prepared:
+        return list(COMPANIONS)
+    return []
+
+
+def passed_on(argv: list[str]) -> list[str]:
+    """``argv`` without the options a companion run chooses for itself."""
+    kept: list[str] = []
+    skipping = False
+    for arg in argv:
+        if arg.startswith("--"):
+            skipping = arg.split("=")[0] in NOT_PASSED_ON
+        if not skipping:
+            kept.append(arg)
+    return kept
+
+
+def companion_section(name: str, argv: list[str], systems: list[str]) -> str:
+    """Run companion ``name`` with this run's sizes; its report, one heading level down."""
+    extra, heading = COMPANIONS[name]
+    wanted = [s for s in systems if name != "prepared" or s in PREPARED_SYSTEMS]
+    command = [*passed_on(argv), *extra, "--systems", *wanted, "--no-write", "--also"]
+    progress(f"companion run: python bench/run.py {' '.join(command)}")
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "run.py"), *command],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=False,
+        env={k: v for k, v in os.environ.items() if k != "DATABASE_PREPARED"},
+    )
+    if done.returncode:
+        raise SystemExit(f"the companion run {name!r} failed (exit code {done.returncode})")
+    report = done.stdout[done.stdout.index("# ") :]  # past anything printed before it
+    title, *rest = report.splitlines()
+    lines = ["#" + line if line.startswith("#") else line for line in rest]
+    return "\n".join([f"# {heading}", "", title.lstrip("# ") + ".", *lines])
+
+
+# The systems a prepared-statements run compares: the Django projects it changes, and the
+# fastest peer, whose psycopg prepares by default.
+PREPARED_SYSTEMS = ("jobqueue", "django-tasks-db", "pgqueuer")
 
 
 def prepare_database(url: str) -> dict[str, Any]:
@@ -254,10 +325,20 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["DATABASE_PREPARED"] = "true"
     under_test: list[Any] = []  # the systems, filled in by run(): their databases go too
     try:
-        run(args, argv, config, under_test)
+        text, output = run(args, argv, config, under_test)
     finally:
         names = {str(config["NAME"]), *(system.database() for system in under_test)}
         drop_databases(config, sorted(names))
+    given = sys.argv[1:] if argv is None else argv
+    vendor = "postgresql" if config["ENGINE"] == database.POSTGRESQL else "other"
+    for name in companions(args, vendor):
+        section = companion_section(name, given, args.systems)
+        print("\n" + section)  # after the report's own lines, one blank line apart
+        text = text.rstrip("\n") + "\n\n" + section.rstrip("\n")
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text.rstrip("\n") + "\n")
+        progress(f"wrote {output}")
 
 
 def run(
@@ -265,8 +346,9 @@ def run(
     argv: list[str] | None,
     config: dict[str, Any],
     under_test: list[Any],
-) -> None:
-    """Choose and set up the systems, run the workloads, write the report."""
+) -> tuple[str, Path | None]:
+    """Choose and set up the systems, run the workloads, print the report; the report and
+    the file it is to be written to (None with --no-write)."""
     import django
 
     django.setup()
@@ -435,13 +517,11 @@ def run(
             ],
         ],
     )
-    print(text)
-    if not args.no_write:
-        suffix = "" if connection.vendor == "postgresql" else f"-{connection.vendor}"
-        suffix += "-prepared" if args.prepared and connection.vendor == "postgresql" else ""
-        # A run of some workloads does not overwrite the day's full report.
-        suffix += "" if set(args.only) == set(WORKLOADS) else "-" + "-".join(sorted(args.only))
-        output = args.output or REPO / "bench" / "results" / f"{today}-{host}{suffix}.md"
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text)
-        progress(f"wrote {output}")
+    print(text.rstrip("\n"))
+    if args.no_write:
+        return text, None
+    suffix = "" if connection.vendor == "postgresql" else f"-{connection.vendor}"
+    suffix += "-prepared" if args.prepared and connection.vendor == "postgresql" else ""
+    # A run of some workloads does not overwrite the day's full report.
+    suffix += "" if set(args.only) == set(WORKLOADS) else "-" + "-".join(sorted(args.only))
+    return text, args.output or REPO / "bench" / "results" / f"{today}-{host}{suffix}.md"

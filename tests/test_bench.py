@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import database, floor, procfs, report
+from bench import cli, database, floor, procfs, report
 from bench.serverlog import general_log_counts
 from bench.workloads import Row
 from tests.conftest import IN_CI, REPO, wait_for
@@ -436,6 +436,52 @@ def section(output: str, key: str) -> list[list[str]]:
     text = text[: text.index("\n## ", 1)]
     lines = [line for line in text.splitlines() if line.startswith("| ")]
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+
+
+@pytest.mark.process
+def test_a_run_takes_its_companions_sections_with_its_own_sizes(postgresql_only, tmp_path):
+    report = tmp_path / "report.md"
+    output = run_script(
+        "run.py",
+        "--database-url",
+        bench_database_url("companion_bench"),
+        "--systems",
+        "jobqueue",
+        "--only",
+        "W2",
+        "--also",
+        "prepared",
+        "sqlite",
+        "--jobs",
+        "20",
+        "--repeat",
+        "1",
+        "--output",
+        str(report),
+    )
+    # This run's table, then each companion's report one heading level down, in the file too.
+    assert report.read_text().strip() == output.strip()
+    prepared = output[output.index("# With prepared statements (`--prepared`)") :]
+    sqlite = output[output.index("# On SQLite (`--database sqlite`)") :]
+    assert output.index("| W2 |") < len(output) - len(prepared)
+    assert "## Results" in prepared and "| W1 |" in prepared and "| W3 |" in prepared
+    assert "- prepared statements: on in jobqueue" in prepared[: len(prepared) - len(sqlite)]
+    assert "(sqlite)" in sqlite and "| W4 |" in sqlite
+    # The companions took this run's sizes: 20 jobs, one run each.
+    assert "enqueue 20 jobs" in sqlite and "median of 1 runs" in sqlite
+
+
+def test_a_run_of_every_workload_on_postgresql_has_both_companions_and_others_none():
+    everything = cli.parse([])
+    assert cli.companions(everything, "postgresql") == ["prepared", "sqlite"]
+    assert cli.companions(cli.parse(["--only", "W1"]), "postgresql") == []
+    assert cli.companions(everything, "other") == []
+    assert cli.companions(cli.parse(["--prepared"]), "postgresql") == []
+    assert cli.companions(cli.parse(["--also"]), "postgresql") == []
+    assert cli.passed_on(["--quick", "--only", "W1", "W2", "--jobs=5", "--database-url", "x"]) == [
+        "--quick",
+        "--jobs=5",
+    ]
 
 
 @pytest.mark.process
