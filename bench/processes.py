@@ -157,7 +157,7 @@ def _cpu_at_exit(proc: subprocess.Popen[bytes]) -> float:
 
 def _table(runs: Runs, names: list[str], counts: list[int], jobs: int, repeat: int) -> Table:
     def median(name: str, n: int, key: str) -> float | None:
-        values = [r[key] for r in runs[name, n] if r[key] is not None]
+        values = [float(v) for r in runs[name, n] if (v := r[key]) is not None]
         return statistics.median(values) if values else None
 
     several = len(names) > 1  # jobqueue alone: the table it has always had
