@@ -31,8 +31,9 @@ T = TypeVar("T")
 ATTEMPTS = 3  # per run of a workload on a system
 WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W9", "W10", "W11", "W12", "W13")
 # Workloads with a table of their own, of jobqueue alone (W11's raw-100 row is the driver's
-# code run in the bench process), on PostgreSQL only.
+# code run in the bench process), on PostgreSQL only; W9 and W10 add the peers of PEERED.
 ALONE = ("W6", "W9", "W10", "W11", "W12", "W13")
+PEERED = {"W9": ("pgqueuer",), "W10": ("pgqueuer",)}
 QUICK = {  # --quick: about 3-4 minutes
     "jobs": 2_000,
     "slow_jobs": 300,
@@ -123,7 +124,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         choices=WORKLOADS,
         default=list(WORKLOADS),
         help="these workloads (W6 a large table, W9 more processes, W10 a big backlog, W11 the "
-        "drain floor, W12 the admin's pages, W13 memory: jobqueue alone, PostgreSQL only)",
+        "drain floor, W12 the admin's pages, W13 memory: jobqueue alone, and pgqueuer in W9 "
+        "and W10 if it is in --systems, PostgreSQL only)",
     )
     parser.add_argument(
         "--prepared",
@@ -183,6 +185,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     backlog.add_argument(
         "--backlog-batch", type=positive, default=10_000, help="jobs per enqueue_many call"
+    )
+    backlog.add_argument(
+        "--backlog-window",
+        type=float,
+        default=60.0,
+        help="s of each drain counted, from the moment every worker has started a job; "
+        "then the workers are stopped",
     )
     memory = parser.add_argument_group("W13: memory")
     memory.add_argument(
@@ -366,8 +375,9 @@ def run(
             for name in args.systems
             if name not in available or getattr(available[name], runs_here)
         ]
-    elif not compared:  # no peer takes part: none is set up
-        args.systems = [name for name in args.systems if name == "jobqueue"]
+    elif not compared:  # no peer takes part but W9's and W10's: no other is set up
+        beside = {peer for key in args.only for peer in PEERED.get(key, ())}
+        args.systems = [name for name in args.systems if name in {"jobqueue", *beside}]
     if "graphile-worker" in args.systems and not (shutil.which("node") and shutil.which("npm")):
         progress("no graphile-worker: it needs Node.js and npm on PATH")
         args.systems.remove("graphile-worker")
@@ -469,12 +479,21 @@ def run(
             counted.append(result)
 
     tables: list[report.Table] = []
+
+    def beside(key: str) -> list[Any]:
+        """The peers measured beside jobqueue in ``key``'s table."""
+        return [s for s in under_test if s.name in PEERED.get(key, ())]
+
     alone = {
         "W6": lambda: large_table.large_table(
             args.large_finished, args.large_jobs, args.large_concurrency, args.repeat
         ),
-        "W9": lambda: processes.processes(args.processes_jobs, args.processes, args.repeat),
-        "W10": lambda: backlog.backlog(args.backlog_sizes, args.backlog_batch),
+        "W9": lambda: processes.processes(
+            args.processes_jobs, args.processes, args.repeat, beside("W9")
+        ),
+        "W10": lambda: backlog.backlog(
+            args.backlog_sizes, args.backlog_batch, args.backlog_window, beside("W10")
+        ),
         "W11": lambda: floor.floor(args.floor_jobs, args.floor_connections, args.repeat),
         "W12": lambda: admin_changelist.admin_pages(
             args.admin_jobs, args.admin_renders, args.admin_minutes
@@ -486,7 +505,8 @@ def run(
         progress(f"no {', '.join(wanted)}: they measure jobqueue, which is not in --systems")
     elif connection.vendor == "postgresql":
         for key in wanted:
-            progress(f"{key}: jobqueue alone")
+            peers = ", ".join(["jobqueue", *(s.name for s in beside(key))])
+            progress(f"{key}: {peers}" if key in PEERED else f"{key}: jobqueue alone")
             tables.append(again_on_error(key, alone[key], retried))
 
     for system in under_test:

@@ -80,9 +80,10 @@ NOTES: list[tuple[tuple[str, ...], str]] = [
     ),
     (
         ("W9", "W13"),
-        "W9 and W13 (PostgreSQL) run jobqueue's `runjobs` as subprocesses of the bench, "
-        "jobqueue alone: W9 one supervisor whose default pool has N processes, W13 one "
-        "worker whose resident set is read from /proc.",
+        "W9 and W13 (PostgreSQL) run jobqueue's `runjobs` as subprocesses of the bench: W9 "
+        "one supervisor whose default pool has N processes, beside N pgqueuer worker "
+        "processes when pgqueuer is in --systems; W13, jobqueue alone, one worker whose "
+        "resident set is read from /proc.",
     ),
 ]
 

@@ -576,6 +576,8 @@ def test_the_backlog_workload_drains_each_backlog_with_one_and_four_supervisors(
         "run.py",
         "--database-url",
         bench_database_url("backlog_bench"),
+        "--systems",
+        "jobqueue",
         "--only",
         "W10",
         "--backlog-sizes",
@@ -606,6 +608,8 @@ def test_the_processes_workload_drains_with_each_number_of_processes(postgresql_
         "run.py",
         "--database-url",
         bench_database_url("processes_bench"),
+        "--systems",
+        "jobqueue",
         "--only",
         "W9",
         "--processes-jobs",
@@ -624,6 +628,74 @@ def test_the_processes_workload_drains_with_each_number_of_processes(postgresql_
     assert rows[0][2] == "1.00"
     # The supervisor's CPU, its workers' included, was read before the bench reaped it.
     assert all(float(row[3].replace(",", "")) > 0 for row in rows)
+
+
+@pytest.fixture
+def pgqueuer_venv() -> None:
+    """pgqueuer's virtualenv, made from PyPI in bench/.venvs if it is not there yet; the
+    test is skipped if it cannot be made (no Python 3.12, no index)."""
+    from bench.systems.peers import PgQueuer
+
+    try:
+        PgQueuer().ensure_venv()
+    except (subprocess.CalledProcessError, SystemExit, OSError) as exc:
+        pytest.skip(f"cannot make pgqueuer's virtualenv: {exc}")
+
+
+@pytest.mark.process
+def test_the_processes_and_backlog_workloads_measure_pgqueuer_beside_jobqueue(
+    postgresql_only, pgqueuer_venv
+):
+    output = run_script(
+        "run.py",
+        "--database-url",
+        bench_database_url("peered_bench"),
+        "--systems",
+        "jobqueue",
+        "pgqueuer",
+        "--only",
+        "W9",
+        "W10",
+        "--processes-jobs",
+        "40",
+        "--processes",
+        "1",
+        "2",
+        "--repeat",
+        "1",
+        "--backlog-sizes",
+        "40",
+        "--backlog-batch",
+        "25",
+        "--backlog-window",
+        "30",
+        "--no-write",
+    )
+    headings, *rows = section(output, "W9")
+    assert headings[:4] == ["system", "processes", "drain, jobs/s", "share of 1's"]
+    # Each drain's succeeded jobs are counted from the system's rows; a shortfall fails.
+    assert [(row[0], row[1]) for row in rows] == [
+        ("jobqueue", "1"),
+        ("jobqueue", "2"),
+        ("pgqueuer", "1"),
+        ("pgqueuer", "2"),
+    ]
+    assert [row[3] for row in rows[::2]] == ["1.00", "1.00"]
+    # pgqueuer's driver and its worker processes, read from /proc before the bench reaped it.
+    assert all(float(row[4].replace(",", "")) > 0 for row in rows)
+    headings, *rows = section(output, "W10")
+    assert headings[:4] == ["system", "backlog", "workers", "drain, jobs/s"]
+    assert headings[-4:] == ["jobs counted", "claim p50, ms", "claim p99, ms", "claims"]
+    assert [(row[0], row[1], row[2]) for row in rows] == [
+        ("jobqueue", "40", "1"),
+        ("jobqueue", "40", "4"),
+        ("pgqueuer", "40", "1"),
+        ("pgqueuer", "40", "4"),
+    ]
+    # Both drains end within the window: every job succeeded and the claims were timed in
+    # the workers, jobqueue's by its execute wrapper, pgqueuer's in its driver.
+    assert all(int(row[-1].replace(",", "")) > 0 for row in rows)
+    assert [row[4] for row in rows] == ["1.00"] * 4
 
 
 @pytest.mark.process

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -56,13 +57,53 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
 
 
+def worker_processes(args: argparse.Namespace) -> None:
+    """``workers``: ``--processes`` processes of this driver's ``work`` command, started at
+    once and waited for (so that their CPU time is in this process's count of its children,
+    as a supervisor's is), for peers without a supervisor of their own. SIGTERM is passed on
+    to each; the command fails if any of them did."""
+    command = [sys.executable, sys.argv[0], "work", "--setting", args.setting]
+    children = [
+        subprocess.Popen([*command, *(["--burst"] if args.burst else [])])
+        for _ in range(args.processes)
+    ]
+
+    def stop(*_: object) -> None:
+        for child in children:
+            child.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    codes = [child.wait() for child in children]
+    failed = [code for code in codes if code not in (0, -signal.SIGTERM)]
+    if failed:
+        sys.exit(f"{len(failed)} of {len(children)} worker processes failed: {failed}")
+
+
+def claim_logger(path: str | None) -> Callable[[float, float, int], None] | None:
+    """W9 and W10's claim timer: a function that appends ``<pid> <seconds> <wall-clock start>
+    <jobs>`` for one claim to the file at ``path`` (one short append per claim, as
+    ``bench/backlog_settings.py`` writes jobqueue's), or None without a path."""
+    if not path:
+        return None
+    pid = os.getpid()
+
+    def log(started: float, seconds: float, jobs: int) -> None:
+        with open(path, "a") as file:
+            file.write(f"{pid} {seconds:.6f} {started:.6f} {jobs}\n")
+
+    return log
+
+
 # Each driver defines one function per command; "stamp" is the function named ``stamps``.
+# ``workers`` and ``drained`` are for W9 and W10 (pgqueuer's driver has them).
 COMMANDS = {
     "setup": "setup",
     "reset": "reset",
     "enqueue": "enqueue",
     "stamp": "stamps",
     "work": "work",
+    "workers": "workers",
+    "drained": "drained",
     "succeeded": "succeeded",
     "versions": "versions",
 }
@@ -70,11 +111,20 @@ COMMANDS = {
 
 def main(driver: dict[str, Any]) -> None:
     """Run the command named on the command line: ``main(globals())`` in a driver."""
-    commands: dict[str, Command] = {cmd: driver[func] for cmd, func in COMMANDS.items()}
+    commands: dict[str, Command] = {
+        cmd: driver[func] for cmd, func in COMMANDS.items() if func in driver
+    }
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=sorted(commands))
     parser.add_argument("--jobs", type=int, default=0)
     parser.add_argument("--bulk", action="store_true", help="enqueue: one bulk call")
+    parser.add_argument(
+        "--batch", type=int, default=0, help="enqueue --bulk: calls of this many (0: one call)"
+    )
+    parser.add_argument("--analyze", action="store_true", help="enqueue: ANALYZE after, untimed")
+    parser.add_argument("--processes", type=int, default=1, help="workers: worker processes")
+    parser.add_argument("--since", type=float, default=0.0, help="drained: from this epoch")
+    parser.add_argument("--window", type=float, default=0.0, help="drained: for s (0: all)")
     parser.add_argument("--setting", default="default", help="work: default or tuned")
     parser.add_argument("--burst", action="store_true", help="work: exit when the queue is empty")
     parser.add_argument("--start", type=int, default=0, help="stamp: the first job's number")

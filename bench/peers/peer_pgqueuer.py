@@ -1,20 +1,38 @@
-"""pgqueuer, with its psycopg 3 drivers and its own schema."""
+"""pgqueuer, with its psycopg 3 drivers and its own schema.
+
+For W9 and W10: ``enqueue --bulk --batch`` enqueues a backlog in calls of ``--batch``,
+``workers --processes N`` runs N worker processes (pgqueuer has no supervisor), a worker
+with ``BENCH_CLAIM_LOG`` set times each of its dequeues (:class:`TimedQueries`), and
+``drained`` gives the rate from ``pgqueuer_log``'s rows.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import time
 from datetime import timedelta
 from typing import Any
 
 import pgqueuer
 import psycopg
-from _common import DSN, main, paced, stamp, stop_on_sigterm, timed
+from _common import (
+    DSN,
+    claim_logger,
+    main,
+    paced,
+    stamp,
+    stop_on_sigterm,
+    timed,
+    worker_processes,
+)
 from pgqueuer.adapters.drivers.psycopg import SyncPsycopgDriver
 from pgqueuer.adapters.persistence.queries import SyncQueries
 from pgqueuer.domain.types import QueueExecutionMode
 
 BATCH_SIZE = {"default": 10, "tuned": 100}
+CLAIM_LOG = claim_logger(os.environ.get("BENCH_CLAIM_LOG"))
 
 
 def setup(args: argparse.Namespace) -> None:
@@ -38,9 +56,24 @@ def enqueue(args: argparse.Namespace) -> dict[str, Any]:
     with psycopg.connect(DSN, autocommit=True) as conn:
         queries = SyncQueries(SyncPsycopgDriver(conn))
         if args.bulk:
-            payloads: list[bytes | None] = [str(n).encode() for n in range(args.jobs)]
-            return timed(lambda: queries.enqueue(["noop"] * args.jobs, payloads, [0] * args.jobs))
-        return timed(lambda: [queries.enqueue("noop", str(n).encode()) for n in range(args.jobs)])
+            batch = args.batch or args.jobs
+
+            def bulk() -> None:
+                for first in range(0, args.jobs, batch):
+                    size = min(batch, args.jobs - first)
+                    payloads: list[bytes | None] = [
+                        str(n).encode() for n in range(first, first + size)
+                    ]
+                    queries.enqueue(["noop"] * size, payloads, [0] * size)
+
+            reply = timed(bulk)
+        else:
+            reply = timed(
+                lambda: [queries.enqueue("noop", str(n).encode()) for n in range(args.jobs)]
+            )
+        if args.analyze:
+            conn.execute("ANALYZE pgqueuer")
+    return reply
 
 
 def stamps(args: argparse.Namespace) -> dict[str, Any]:
@@ -55,9 +88,21 @@ def stamps(args: argparse.Namespace) -> dict[str, Any]:
     return {"committed": committed}
 
 
+class TimedQueries(pgqueuer.Queries):
+    """pgqueuer's queries, with each dequeue (its one claim statement) timed as the worker
+    waits for it, round trip included, and appended to ``BENCH_CLAIM_LOG``."""
+
+    async def dequeue(self, *args: Any, **kwargs: Any) -> list[pgqueuer.Job]:
+        wall, started = time.time(), time.perf_counter()
+        jobs = await super().dequeue(*args, **kwargs)
+        if CLAIM_LOG is not None:
+            CLAIM_LOG(wall, time.perf_counter() - started, len(jobs))
+        return jobs
+
+
 async def serve(setting: str, burst: bool) -> None:
     conn = await psycopg.AsyncConnection.connect(DSN, autocommit=True)
-    manager = pgqueuer.QueueManager(pgqueuer.Queries(pgqueuer.PsycopgDriver(conn)))
+    manager = pgqueuer.QueueManager(TimedQueries(pgqueuer.PsycopgDriver(conn)))
 
     @manager.entrypoint("noop")
     async def noop(job: pgqueuer.Job) -> None:
@@ -76,6 +121,45 @@ async def serve(setting: str, burst: bool) -> None:
 def work(args: argparse.Namespace) -> None:
     stop_on_sigterm()
     asyncio.run(serve(args.setting, args.burst))
+
+
+def workers(args: argparse.Namespace) -> None:
+    worker_processes(args)
+
+
+def drained(args: argparse.Namespace) -> dict[str, Any]:
+    """The jobs whose success was logged after ``--since`` (epoch seconds) and within
+    ``--window`` s of it (0: no end), the span from ``--since`` to the last of them (at most
+    the window), and the jobs succeeded, failed and left in all."""
+    with psycopg.connect(DSN) as conn:
+        row = conn.execute(
+            """
+            WITH span AS (
+                SELECT to_timestamp(%(since)s) AS since,
+                       CASE WHEN %(window)s > 0
+                            THEN to_timestamp(%(since)s + %(window)s) END AS until
+            ), done AS (
+                SELECT created FROM pgqueuer_log, span
+                WHERE status = 'successful' AND created > span.since
+                  AND (span.until IS NULL OR created <= span.until)
+            )
+            SELECT (SELECT count(*) FROM done),
+                   (SELECT extract(epoch FROM max(created) - min(span.since)) FROM done, span),
+                   (SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'),
+                   (SELECT count(*) FROM pgqueuer_log WHERE status IN ('exception', 'failed')),
+                   (SELECT count(*) FROM pgqueuer)
+            """,
+            {"since": args.since, "window": args.window},
+        ).fetchone()
+    assert row is not None
+    after, span, done, failed, left = row
+    return {
+        "after": int(after),
+        "span": float(span or 0),
+        "succeeded": int(done),
+        "failed": int(failed),
+        "left": int(left),
+    }
 
 
 def succeeded(args: argparse.Namespace) -> dict[str, Any]:
