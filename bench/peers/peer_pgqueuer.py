@@ -1,4 +1,5 @@
-"""pgqueuer, with its psycopg 3 drivers and its own schema."""
+"""pgqueuer, with its psycopg 3 drivers and its own schema. It keeps no results: the
+``ten_kb`` handler builds 10 KB and drops it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pgqueuer
 import psycopg
-from _common import DSN, main, paced, stamp, stop_on_sigterm, timed
+from _common import DSN, main, paced, stamp, stop_on_sigterm, ten_kb, timed
 from pgqueuer.adapters.drivers.psycopg import SyncPsycopgDriver
 from pgqueuer.adapters.persistence.queries import SyncQueries
 from pgqueuer.domain.types import QueueExecutionMode
@@ -39,8 +40,11 @@ def enqueue(args: argparse.Namespace) -> dict[str, Any]:
         queries = SyncQueries(SyncPsycopgDriver(conn))
         if args.bulk:
             payloads: list[bytes | None] = [str(n).encode() for n in range(args.jobs)]
-            return timed(lambda: queries.enqueue(["noop"] * args.jobs, payloads, [0] * args.jobs))
-        return timed(lambda: [queries.enqueue("noop", str(n).encode()) for n in range(args.jobs)])
+            names = [args.task] * args.jobs
+            return timed(lambda: queries.enqueue(names, payloads, [0] * args.jobs))
+        return timed(
+            lambda: [queries.enqueue(args.task, str(n).encode()) for n in range(args.jobs)]
+        )
 
 
 def stamps(args: argparse.Namespace) -> dict[str, Any]:
@@ -62,6 +66,10 @@ async def serve(setting: str, burst: bool) -> None:
     @manager.entrypoint("noop")
     async def noop(job: pgqueuer.Job) -> None:
         """Do nothing."""
+
+    @manager.entrypoint("ten_kb")
+    async def ten_kb_job(job: pgqueuer.Job) -> None:
+        ten_kb(int(job.payload or b"0"))
 
     @manager.entrypoint("stamp")
     async def stamp_job(job: pgqueuer.Job) -> None:
