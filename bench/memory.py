@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import IO
 
 from bench import procfs
@@ -61,7 +62,7 @@ def memory(systems: list[System], jobs: int, slow_jobs: int, attempt: Attempt) -
     measured = []
     for system in [s for s in systems if takes_part(s)]:
         n = slow_jobs if system.slow else jobs
-        readings = attempt(f"W13 [{system.name}]", lambda s=system, n=n: measure(s, n))
+        readings = attempt(f"W13 [{system.name}]", partial(measure, system, n))
         measured.append((system, readings))
     return _table(measured, jobs, slow_jobs)
 
