@@ -32,8 +32,10 @@ ATTEMPTS = 3  # per run of a workload on a system
 WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W9", "W10", "W11", "W12", "W13")
 # Workloads with a table of their own, of jobqueue alone (W11's raw-100 row is the driver's
 # code run in the bench process), on PostgreSQL only; W9 and W10 add the peers of PEERED.
-ALONE = ("W6", "W9", "W10", "W11", "W12", "W13")
+ALONE = ("W6", "W9", "W10", "W11", "W12")
 PEERED = {"W9": ("pgqueuer",), "W10": ("pgqueuer",)}
+# Workloads with a table of their own, of every system that takes part, on PostgreSQL only.
+OWN_TABLE = (*ALONE, "W13")
 QUICK = {  # --quick: about 3-4 minutes
     "jobs": 2_000,
     "slow_jobs": 300,
@@ -52,6 +54,7 @@ QUICK = {  # --quick: about 3-4 minutes
     "backlog_sizes": [2_000, 20_000],
     "processes_jobs": 2_000,
     "memory_jobs": 10_000,
+    "memory_slow_jobs": 500,
 }
 
 
@@ -124,8 +127,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
         choices=WORKLOADS,
         default=list(WORKLOADS),
         help="these workloads (W6 a large table, W9 more processes, W10 a big backlog, W11 the "
-        "drain floor, W12 the admin's pages, W13 memory: jobqueue alone, and pgqueuer in W9 "
-        "and W10 if it is in --systems, PostgreSQL only)",
+        "drain floor, W12 the admin's pages: jobqueue alone, and pgqueuer in W9 and W10 if "
+        "it is in --systems; W13 a worker's memory, every system but the raw baselines; all "
+        "PostgreSQL only)",
     )
     parser.add_argument(
         "--prepared",
@@ -198,7 +202,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--memory-jobs",
         type=positive,
         default=100_000,
-        help="no-op jobs, then jobs returning 10 KB, drained by the one worker",
+        help="no-op jobs, then jobs returning 10 KB, drained by each system's one worker",
+    )
+    memory.add_argument(
+        "--memory-slow-jobs",
+        type=positive,
+        default=2_000,
+        help="the same for the slow peers (procrastinate, django-tasks-db)",
     )
     parser.add_argument(
         "--output",
@@ -363,10 +373,10 @@ def run(
     django.setup()
     from django.db import connection
 
-    from bench import report, systems
+    from bench import memory, report, systems
 
     available = systems.available()
-    compared = bool(set(args.only) - set(ALONE))  # any workload with the systems side by side
+    compared = bool(set(args.only) - set(OWN_TABLE))  # any workload with the systems side by side
     if connection.vendor != "postgresql":
         # On SQLite or MariaDB, jobqueue and the peers that run there (django-tasks-db) only.
         runs_here = "on_mysql" if connection.vendor == "mysql" else "on_sqlite"
@@ -375,9 +385,14 @@ def run(
             for name in args.systems
             if name not in available or getattr(available[name], runs_here)
         ]
-    elif not compared:  # no peer takes part but W9's and W10's: no other is set up
+    elif not compared:  # only the peers W9, W10 and W13 measure take part: no other is set up
         beside = {peer for key in args.only for peer in PEERED.get(key, ())}
-        args.systems = [name for name in args.systems if name in {"jobqueue", *beside}]
+        args.systems = [
+            name
+            for name in args.systems
+            if name in {"jobqueue", *beside}
+            or ("W13" in args.only and name in available and memory.takes_part(available[name]))
+        ]
     if "graphile-worker" in args.systems and not (shutil.which("node") and shutil.which("npm")):
         progress("no graphile-worker: it needs Node.js and npm on PATH")
         args.systems.remove("graphile-worker")
@@ -401,7 +416,6 @@ def run(
         floor,
         idle,
         large_table,
-        memory,
         processes,
         workloads,
     )
@@ -498,7 +512,6 @@ def run(
         "W12": lambda: admin_changelist.admin_pages(
             args.admin_jobs, args.admin_renders, args.admin_minutes
         ),
-        "W13": lambda: memory.memory(args.memory_jobs),
     }
     wanted = [key for key in alone if key in args.only]
     if wanted and "jobqueue" not in args.systems:
@@ -508,6 +521,16 @@ def run(
             peers = ", ".join(["jobqueue", *(s.name for s in beside(key))])
             progress(f"{key}: {peers}" if key in PEERED else f"{key}: jobqueue alone")
             tables.append(again_on_error(key, alone[key], retried))
+    if "W13" in args.only and connection.vendor == "postgresql":
+        progress(f"W13: {', '.join(s.name for s in under_test if memory.takes_part(s))}")
+        tables.append(
+            memory.memory(
+                under_test,
+                args.memory_jobs,
+                args.memory_slow_jobs,
+                lambda what, block: again_on_error(what, block, retried),
+            )
+        )
 
     for system in under_test:
         system.reset()
@@ -528,7 +551,12 @@ def run(
         systems=args.systems,
         notes=[
             *report.notes_on(ran, connection.vendor),
-            *[f"{s.name}: {note}" for s in under_test for note in s.notes() if ran - set(ALONE)],
+            *[
+                f"{s.name}: {note}"
+                for s in under_test
+                for note in s.notes()
+                if ran - set(OWN_TABLE) or ("W13" in ran and s.name != "jobqueue")
+            ],
             *[
                 f"{s.name}, W3 {setting}: {meaning}{' (a slow system)' if s.slow else ''}"
                 for s in under_test

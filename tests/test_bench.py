@@ -272,6 +272,23 @@ def test_proc_gives_a_process_its_command_and_parent_and_nothing_once_it_is_reap
     assert procfs.stat(child.pid) is None and procfs.command(child.pid) is None
 
 
+def test_proc_finds_a_process_s_children_and_grandchildren_for_w13_to_sum():
+    # A shell that starts a shell that starts sleep: two generations below it.
+    parent = subprocess.Popen(["sh", "-c", "sh -c 'sleep 60; :' & wait"])
+    try:
+        wait_for(
+            lambda: [procfs.command(p) for p in procfs.descendants(parent.pid)] == ["sh", "sleep"],
+            timeout=5,
+            message="the shell and its sleep below the first shell",
+        )
+        assert all(procfs.rss_kib(pid) for pid in procfs.descendants(parent.pid))
+    finally:
+        for pid in procfs.descendants(parent.pid):
+            os.kill(pid, 9)
+        parent.kill()
+        parent.wait()
+
+
 # -- the report -----------------------------------------------------------------------
 
 
@@ -698,12 +715,24 @@ def test_the_processes_and_backlog_workloads_measure_pgqueuer_beside_jobqueue(
     assert [row[4] for row in rows] == ["1.00"] * 4
 
 
+MEMORY_HEADINGS = [
+    "system",
+    "moment",
+    "RSS, MB",
+    "peak RSS, MB",
+    "growth over idle",
+    "jobs drained",
+]
+
+
 @pytest.mark.process
 def test_the_memory_workload_reads_the_worker_s_resident_set_three_times(postgresql_only):
     output = run_script(
         "run.py",
         "--database-url",
         bench_database_url("memory_bench"),
+        "--systems",
+        "jobqueue",
         "--only",
         "W13",
         "--memory-jobs",
@@ -711,14 +740,49 @@ def test_the_memory_workload_reads_the_worker_s_resident_set_three_times(postgre
         "--no-write",
     )
     headings, *rows = section(output, "W13")
-    assert headings == ["moment", "RSS, MB", "peak RSS, MB", "growth over idle"]
-    assert [row[0] for row in rows] == [
-        "idle after start-up",
-        "after 30 no-op jobs",
-        "after 30 jobs returning 10 KB",
+    assert headings == MEMORY_HEADINGS
+    assert [row[:2] for row in rows] == [
+        ["jobqueue", "idle after start-up"],
+        ["jobqueue", "after 30 no-op jobs"],
+        ["jobqueue", "after 30 jobs returning 10 KB"],
     ]
-    assert all(float(row[1]) > 10 for row in rows)  # a Python process with Django loaded
-    assert rows[0][3] == "+0.0%"
+    assert all(float(row[2]) > 10 for row in rows)  # a Python process with Django loaded
+    assert rows[0][4] == "+0.0%"
+    assert [row[5] for row in rows] == ["0", "30", "60"]
+    assert "Every worker is one process, with no children." in output
+
+
+@pytest.mark.process
+def test_the_memory_workload_reads_a_peer_s_worker_beside_jobqueue_s(postgresql_only):
+    # pgqueuer's virtualenv is installed from PyPI on first use (bench/.venvs/pgqueuer).
+    output = run_script(
+        "run.py",
+        "--database-url",
+        bench_database_url("memory_bench"),
+        "--systems",
+        "jobqueue",
+        "pgqueuer",
+        "--only",
+        "W13",
+        "--memory-jobs",
+        "20",
+        "--no-write",
+    )
+    headings, *rows = section(output, "W13")
+    assert headings == MEMORY_HEADINGS
+    assert [row[:2] for row in rows] == [
+        ["jobqueue", "idle after start-up"],
+        ["jobqueue", "after 20 no-op jobs"],
+        ["jobqueue", "after 20 jobs returning 10 KB"],
+        ["pgqueuer", "idle after start-up"],
+        ["pgqueuer", "after 20 no-op jobs"],
+        ["pgqueuer", "after 20 jobs building 10 KB"],  # it keeps no results
+    ]
+    # Its worker ran every job of both tasks (the bench waits for them to succeed).
+    assert [row[5] for row in rows] == ["0", "20", "40"] * 2
+    assert all(float(row[2]) > 10 for row in rows)  # a Python process with psycopg loaded
+    assert [row[4] for row in rows[::3]] == ["+0.0%", "+0.0%"]
+    assert "pgqueuer: no results are kept" in output
 
 
 def test_the_ten_kb_task_returns_ten_kilobytes():

@@ -3,7 +3,9 @@
 A driver runs in its peer's own virtualenv (``bench/.venvs/<peer>``), never in the bench
 process: ``python bench/peers/<driver>.py COMMAND [options]``. It reads its database from
 ``BENCH_DSN`` and prints ONE JSON object on its last stdout line; the worker command prints
-nothing and exits when the queue is empty (``--burst``) or on SIGTERM.
+nothing and exits when the queue is empty (``--burst``) or on SIGTERM. Every driver has
+two tasks: ``noop``, and ``ten_kb`` (W13), which builds 10 KB and returns it where the peer
+keeps results, else drops it.
 """
 
 from __future__ import annotations
@@ -25,12 +27,20 @@ DSN = os.environ.get("BENCH_DSN", "")
 # utf8mb4 for every character.
 MYSQL_OPTIONS = {"isolation_level": "read committed", "charset": "utf8mb4"}
 Command = Callable[[argparse.Namespace], dict[str, Any] | None]
+TASKS = ("noop", "ten_kb")  # what ``enqueue --task`` can name
+TEN_KB = 10_240  # bytes a ten_kb job builds
+WAIT_POLL = 0.2  # s between two counts of ``wait``
 
 
 def stamp(n: int) -> None:
     """The W4 handler's body: record the moment it runs, as ``n wall-clock-time``."""
     with open(os.environ["BENCH_STAMP_FILE"], "a") as file:
         file.write(f"{n} {time.time()!r}\n")
+
+
+def ten_kb(n: int) -> str:
+    """The W13 handler's body: a fresh 10 KB string (built at run time, never a constant)."""
+    return "x" * TEN_KB
 
 
 def paced(start: int, jobs: int, interval: float, enqueue: Callable[[int], object]) -> list[float]:
@@ -94,6 +104,19 @@ def claim_logger(path: str | None) -> Callable[[float, float, int], None] | None
     return log
 
 
+def waited(succeeded: Command, args: argparse.Namespace) -> dict[str, Any]:
+    """``wait``: count the succeeded jobs until there are ``--jobs`` or ``--within`` s have
+    passed, on one process's connection (W13 waits for a drain without starting a driver
+    process for every count); the last count."""
+    deadline = time.monotonic() + args.within
+    while True:
+        reply = succeeded(args) or {}
+        done = int(reply["succeeded"])
+        if done >= args.jobs or time.monotonic() >= deadline:
+            return {"succeeded": done}
+        time.sleep(WAIT_POLL)
+
+
 # Each driver defines one function per command; "stamp" is the function named ``stamps``.
 # ``workers`` and ``drained`` are for W9 and W10 (pgqueuer's driver has them).
 COMMANDS = {
@@ -114,10 +137,12 @@ def main(driver: dict[str, Any]) -> None:
     commands: dict[str, Command] = {
         cmd: driver[func] for cmd, func in COMMANDS.items() if func in driver
     }
+    commands["wait"] = lambda args: waited(driver["succeeded"], args)
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=sorted(commands))
     parser.add_argument("--jobs", type=int, default=0)
     parser.add_argument("--bulk", action="store_true", help="enqueue: one bulk call")
+    parser.add_argument("--task", choices=TASKS, default="noop", help="enqueue: which task")
     parser.add_argument(
         "--batch", type=int, default=0, help="enqueue --bulk: calls of this many (0: one call)"
     )
@@ -129,6 +154,7 @@ def main(driver: dict[str, Any]) -> None:
     parser.add_argument("--burst", action="store_true", help="work: exit when the queue is empty")
     parser.add_argument("--start", type=int, default=0, help="stamp: the first job's number")
     parser.add_argument("--interval", type=float, default=0.0, help="stamp: seconds apart")
+    parser.add_argument("--within", type=float, default=5.0, help="wait: at most seconds")
     args = parser.parse_args()
     reply = commands[args.command](args)
     if reply is not None:

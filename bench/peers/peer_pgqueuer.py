@@ -1,4 +1,5 @@
-"""pgqueuer, with its psycopg 3 drivers and its own schema.
+"""pgqueuer, with its psycopg 3 drivers and its own schema. It keeps no results: the
+``ten_kb`` handler builds 10 KB and drops it.
 
 For W9 and W10: ``enqueue --bulk --batch`` enqueues a backlog in calls of ``--batch``,
 ``workers --processes N`` runs N worker processes (pgqueuer has no supervisor), a worker
@@ -24,6 +25,7 @@ from _common import (
     paced,
     stamp,
     stop_on_sigterm,
+    ten_kb,
     timed,
     worker_processes,
 )
@@ -64,12 +66,12 @@ def enqueue(args: argparse.Namespace) -> dict[str, Any]:
                     payloads: list[bytes | None] = [
                         str(n).encode() for n in range(first, first + size)
                     ]
-                    queries.enqueue(["noop"] * size, payloads, [0] * size)
+                    queries.enqueue([args.task] * size, payloads, [0] * size)
 
             reply = timed(bulk)
         else:
             reply = timed(
-                lambda: [queries.enqueue("noop", str(n).encode()) for n in range(args.jobs)]
+                lambda: [queries.enqueue(args.task, str(n).encode()) for n in range(args.jobs)]
             )
         if args.analyze:
             conn.execute("ANALYZE pgqueuer")
@@ -107,6 +109,10 @@ async def serve(setting: str, burst: bool) -> None:
     @manager.entrypoint("noop")
     async def noop(job: pgqueuer.Job) -> None:
         """Do nothing."""
+
+    @manager.entrypoint("ten_kb")
+    async def ten_kb_job(job: pgqueuer.Job) -> None:
+        ten_kb(int(job.payload or b"0"))
 
     @manager.entrypoint("stamp")
     async def stamp_job(job: pgqueuer.Job) -> None:
