@@ -386,11 +386,11 @@ def run(
             if name not in available or getattr(available[name], runs_here)
         ]
     elif not compared:  # only the peers W9, W10 and W13 measure take part: no other is set up
-        beside = {peer for key in args.only for peer in PEERED.get(key, ())}
+        peered = {peer for key in args.only for peer in PEERED.get(key, ())}
         args.systems = [
             name
             for name in args.systems
-            if name in {"jobqueue", *beside}
+            if name in {"jobqueue", *peered}
             or ("W13" in args.only and name in available and memory.takes_part(available[name]))
         ]
     if "graphile-worker" in args.systems and not (shutil.which("node") and shutil.which("npm")):
@@ -518,8 +518,8 @@ def run(
         progress(f"no {', '.join(wanted)}: they measure jobqueue, which is not in --systems")
     elif connection.vendor == "postgresql":
         for key in wanted:
-            peers = ", ".join(["jobqueue", *(s.name for s in beside(key))])
-            progress(f"{key}: {peers}" if key in PEERED else f"{key}: jobqueue alone")
+            names = ", ".join(["jobqueue", *(s.name for s in beside(key))])
+            progress(f"{key}: {names}" if key in PEERED else f"{key}: jobqueue alone")
             tables.append(again_on_error(key, alone[key], retried))
     if "W13" in args.only and connection.vendor == "postgresql":
         progress(f"W13: {', '.join(s.name for s in under_test if memory.takes_part(s))}")
