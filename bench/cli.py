@@ -221,7 +221,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--also",
         nargs="*",
         choices=sorted(COMPANIONS),
-        help="runs of their own whose reports become sections of this one: W1-W3 with "
+        help="runs of their own whose reports become sections of this one: W1-W4 with "
         "prepared statements, and W1-W4 on SQLite (default: both, for a run of every "
         "workload on PostgreSQL; none otherwise; --also alone for none)",
     )
@@ -239,7 +239,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 # are read at start-up, SQLite is another database), with this run's sizes.
 COMPANIONS = {
     "prepared": (
-        ["--prepared", "--only", "W1", "W2", "W3"],
+        ["--prepared", "--only", "W1", "W2", "W3", "W4"],
         "With prepared statements (`--prepared`)",
     ),
     "sqlite": (["--database", "sqlite"], "On SQLite (`--database sqlite`)"),
