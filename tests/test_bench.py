@@ -471,6 +471,8 @@ def test_a_run_takes_its_companions_sections_with_its_own_sizes(postgresql_only,
         "sqlite",
         "--jobs",
         "20",
+        "--latency-jobs",
+        "10",
         "--repeat",
         "1",
         "--output",
@@ -481,7 +483,7 @@ def test_a_run_takes_its_companions_sections_with_its_own_sizes(postgresql_only,
     prepared = output[output.index("# With prepared statements (`--prepared`)") :]
     sqlite = output[output.index("# On SQLite (`--database sqlite`)") :]
     assert output.index("| W2 |") < len(output) - len(prepared)
-    assert "## Results" in prepared and "| W1 |" in prepared and "| W3 |" in prepared
+    assert "## Results" in prepared and "| W1 |" in prepared and "| W4 |" in prepared
     assert "- prepared statements: on in jobqueue" in prepared[: len(prepared) - len(sqlite)]
     assert "(sqlite)" in sqlite and "| W4 |" in sqlite
     # The companions took this run's sizes: 20 jobs, one run each.
