@@ -2,9 +2,10 @@
 
 Every connection any thread of a worker opens gets an execute wrapper (Django's public
 hook, found through ``connection_created``) that times each ``claim`` statement around the
-driver's call, and appends ``<pid> <seconds>`` to the file named by ``BENCH_CLAIM_LOG``:
-the claim's time as the worker waits for it, round trip included. One short write per
-claim, a few hundred a second at most: small beside the statement it times.
+driver's call, and appends ``<pid> <seconds> <wall clock at its end>`` to the file named by
+``BENCH_CLAIM_LOG``: the claim's time as the worker waits for it, round trip included (W8
+sorts the claims into minutes by the wall clock). One short write per claim, a few hundred
+a second at most: small beside the statement it times.
 """
 
 import os
@@ -29,7 +30,7 @@ def _timed(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any
     finally:
         seconds = time.perf_counter() - started
         with open(_LOG, "a") as log:
-            log.write(f"{os.getpid()} {seconds:.6f}\n")
+            log.write(f"{os.getpid()} {seconds:.6f} {time.time():.3f}\n")
 
 
 def _wrap(sender: Any, connection: Any, **kwargs: Any) -> None:

@@ -28,10 +28,15 @@ URLS = {
 }
 T = TypeVar("T")
 ATTEMPTS = 3  # per run of a workload on a system
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W9", "W10", "W11", "W12", "W13")
+WORKLOADS = (
+    "W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13"
+)  # fmt: skip
 # Workloads with a table of their own, of jobqueue alone (W11's raw-100 row is the driver's
 # code run in the bench process), on PostgreSQL only.
 ALONE = ("W6", "W9", "W10", "W11", "W12", "W13")
+# W8 has tables of its own too, of jobqueue and pgqueuer one after the other: of the peers,
+# only pgqueuer is set up for it.
+OWN_TABLES = (*ALONE, "W8")
 QUICK = {  # --quick: about 3-4 minutes
     "jobs": 2_000,
     "slow_jobs": 300,
@@ -50,6 +55,8 @@ QUICK = {  # --quick: about 3-4 minutes
     "backlog_sizes": [2_000, 20_000],
     "processes_jobs": 2_000,
     "memory_jobs": 10_000,
+    "churn_minutes": 3.0,
+    "churn_probe_jobs": 3_000,
 }
 
 
@@ -66,6 +73,16 @@ def at_least(low: int) -> Callable[[str], int]:
 
 
 positive = at_least(1)
+
+
+def above_zero(text: str) -> float:
+    """An argparse ``type``: a number above 0."""
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {value:g}")
+    return value
+
+
 # W12 renders page 100 of the changelist, whose pages have 50 jobs (JobAdmin.list_per_page).
 ADMIN_MIN_JOBS = 100 * 50
 
@@ -121,7 +138,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         nargs="+",
         choices=WORKLOADS,
         default=list(WORKLOADS),
-        help="these workloads (W6 a large table, W9 more processes, W10 a big backlog, W11 the "
+        help="these workloads (W6 a large table, W8 sustained churn, jobqueue and pgqueuer "
+        "one after the other, W9 more processes, W10 a big backlog, W11 the "
         "drain floor, W12 the admin's pages, W13 memory: jobqueue alone, PostgreSQL only)",
     )
     parser.add_argument(
@@ -161,6 +179,36 @@ def parse(argv: list[str]) -> argparse.Namespace:
         type=positive,
         default=7 * 24 * 60,
         help="minutes of dashboard history loaded (4 workers x 10 tasks each)",
+    )
+    churn = parser.add_argument_group("W8: sustained churn")
+    churn.add_argument(
+        "--churn-minutes",
+        type=above_zero,
+        default=30.0,
+        help="minutes of paced enqueue and drain for each system (a fraction is allowed)",
+    )
+    churn.add_argument(
+        "--churn-share",
+        type=above_zero,
+        default=0.7,
+        help="the enqueue rate, as a share of the drain rate measured first",
+    )
+    churn.add_argument(
+        "--churn-interval",
+        type=above_zero,
+        default=60.0,
+        help="s per sample (a row of the table); finished jobs are kept this long",
+    )
+    churn.add_argument(
+        "--churn-probe-jobs",
+        type=positive,
+        default=5_000,
+        help="jobs drained by one burst worker to measure the drain rate first",
+    )
+    churn.add_argument(
+        "--churn-vacuum",
+        action="store_true",
+        help="VACUUM the jobs tables after each prune, in place of autovacuum",
     )
     more = parser.add_argument_group("W9: more processes")
     more.add_argument("--processes-jobs", type=positive, default=10_000, help="jobs per drain")
@@ -275,7 +323,7 @@ def run(
     from bench import report, systems
 
     available = systems.available()
-    compared = bool(set(args.only) - set(ALONE))  # any workload with the systems side by side
+    compared = bool(set(args.only) - set(OWN_TABLES))  # any workload with the systems side by side
     if connection.vendor != "postgresql":
         # On SQLite or MariaDB, jobqueue and the peers that run there (django-tasks-db) only.
         runs_here = "on_mysql" if connection.vendor == "mysql" else "on_sqlite"
@@ -284,8 +332,9 @@ def run(
             for name in args.systems
             if name not in available or getattr(available[name], runs_here)
         ]
-    elif not compared:  # no peer takes part: none is set up
-        args.systems = [name for name in args.systems if name == "jobqueue"]
+    elif not compared:  # no peer takes part but W8's pgqueuer: none other is set up
+        churned = ("jobqueue", "pgqueuer") if "W8" in args.only else ("jobqueue",)
+        args.systems = [name for name in args.systems if name in churned]
     if "graphile-worker" in args.systems and not (shutil.which("node") and shutil.which("npm")):
         progress("no graphile-worker: it needs Node.js and npm on PATH")
         args.systems.remove("graphile-worker")
@@ -306,6 +355,7 @@ def run(
     from bench import (
         admin_changelist,
         backlog,
+        churn,
         floor,
         idle,
         large_table,
@@ -329,9 +379,9 @@ def run(
         log = MariaDBLog.find(config)
         if log is None:
             progress("cannot read MariaDB's general log file: no W5, no server-counted W7")
-        progress("MariaDB: no W6, W9, W10, W11, W12 or W13")
+        progress("MariaDB: no W6, W8, W9, W10, W11, W12 or W13")
     else:
-        progress("SQLite: no W5, W6, W9, W10, W11, W12 or W13, no server-counted W7")
+        progress("SQLite: no W5, W6, W8, W9, W10, W11, W12 or W13, no server-counted W7")
 
     measured: list[report.Measured] = []
     retried: list[str] = []
@@ -407,6 +457,21 @@ def run(
             progress(f"{key}: jobqueue alone")
             tables.append(again_on_error(key, alone[key], retried))
 
+    if "W8" in args.only and connection.vendor == "postgresql":
+        progress("W8: sustained churn, one system after the other")
+        tables += again_on_error(
+            "W8",
+            lambda: churn.churn(
+                under_test,
+                args.churn_minutes,
+                args.churn_share,
+                args.churn_interval,
+                args.churn_probe_jobs,
+                args.churn_vacuum,
+            ),
+            retried,
+        )
+
     for system in under_test:
         system.reset()
     info["bench wall time"] = f"{time.monotonic() - started:.0f} s"
@@ -426,7 +491,12 @@ def run(
         systems=args.systems,
         notes=[
             *report.notes_on(ran, connection.vendor),
-            *[f"{s.name}: {note}" for s in under_test for note in s.notes() if ran - set(ALONE)],
+            *[
+                f"{s.name}: {note}"
+                for s in under_test
+                for note in s.notes()
+                if ran - set(OWN_TABLES)
+            ],
             *[
                 f"{s.name}, W3 {setting}: {meaning}{' (a slow system)' if s.slow else ''}"
                 for s in under_test

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import time
 from datetime import timedelta
 from typing import Any
 
 import pgqueuer
 import psycopg
-from _common import DSN, main, paced, stamp, stop_on_sigterm, timed
+from _common import DSN, main, paced, paced_batches, stamp, stop_on_sigterm, timed
 from pgqueuer.adapters.drivers.psycopg import SyncPsycopgDriver
 from pgqueuer.adapters.persistence.queries import SyncQueries
 from pgqueuer.domain.types import QueueExecutionMode
@@ -55,9 +57,43 @@ def stamps(args: argparse.Namespace) -> dict[str, Any]:
     return {"committed": committed}
 
 
+def churn_enqueue(args: argparse.Namespace) -> dict[str, Any]:
+    """W8: ``--rate`` jobs a second for ``--seconds``, a list enqueue every ``--tick`` s."""
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        queries = SyncQueries(SyncPsycopgDriver(conn))
+        numbers = iter(range(1, 1 << 62))
+
+        def batch(k: int) -> None:
+            payloads: list[bytes | None] = [str(next(numbers)).encode() for _ in range(k)]
+            queries.enqueue(["noop"] * k, payloads, [0] * k)
+
+        return paced_batches(args.rate, args.seconds, args.start_at, args.tick, batch)
+
+
+def time_dequeue(queries: Any, log: str) -> None:
+    """W8: time each ``Queries.dequeue`` call (its statement, and parsing its rows) as the
+    worker waits for it, and how long each job it returns waited since its enqueue; one
+    line per call, ``<wall clock> <seconds> <each job's wait>...``, appended to ``log``."""
+    dequeue = queries.dequeue
+
+    async def timed_dequeue(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        jobs = await dequeue(*args, **kwargs)
+        seconds = time.perf_counter() - started
+        now = time.time()
+        waits = "".join(f" {now - job.created.timestamp():.6f}" for job in jobs)
+        with open(log, "a") as file:
+            file.write(f"{now:.3f} {seconds:.6f}{waits}\n")
+        return jobs
+
+    queries.dequeue = timed_dequeue
+
+
 async def serve(setting: str, burst: bool) -> None:
     conn = await psycopg.AsyncConnection.connect(DSN, autocommit=True)
     manager = pgqueuer.QueueManager(pgqueuer.Queries(pgqueuer.PsycopgDriver(conn)))
+    if log := os.environ.get("BENCH_CLAIM_LOG"):
+        time_dequeue(manager.queries, log)
 
     @manager.entrypoint("noop")
     async def noop(job: pgqueuer.Job) -> None:

@@ -28,6 +28,7 @@ VENVS = REPO / "bench" / ".venvs"
 NODE_PEERS = REPO / "bench" / ".node"
 PSYCOPG = "psycopg[binary]==3.3.9"
 MYSQLCLIENT = "mysqlclient==2.3.2"  # on MariaDB; builds against libmariadb-dev
+DEFAULT_BENCH = "jobqueue_bench"  # the bench's default database on PostgreSQL (bench/cli.py)
 
 
 def python312() -> str:
@@ -176,10 +177,16 @@ class Peer(System):
 
     def database(self) -> str:
         """``dbname``; on MariaDB ``bench_<dbname without _bench>``, as the bench names
-        its databases there."""
+        its databases there. On PostgreSQL, beside a bench database of another name than
+        the default ``jobqueue_bench``, ``<its name>_<dbname without _bench>``
+        (``me_bench_pgqueuer``): runs on other bench databases of the server, a test's
+        or someone else's, do not drop each other's peer schemas."""
         if on_mysql():
             return "bench_" + self.dbname.removesuffix("_bench")
-        return self.dbname
+        bench = str(environ.Env.db_url_config(os.environ["DATABASE_URL"])["NAME"])
+        if on_sqlite() or bench == DEFAULT_BENCH:
+            return self.dbname
+        return f"{bench}_{self.dbname.removesuffix('_bench')}"
 
     def worker_command(self, setting: str, burst: bool = True) -> list[str]:
         return self.command("work", "--setting", setting, *(["--burst"] if burst else []))
