@@ -194,6 +194,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="the enqueue rate, as a share of the drain rate measured first",
     )
     churn.add_argument(
+        "--churn-rate",
+        type=above_zero,
+        help="a fixed enqueue rate, jobs/s, instead of --churn-share of the measured drain "
+        "rate: runs on a busy machine compare then",
+    )
+    churn.add_argument(
         "--churn-interval",
         type=above_zero,
         default=60.0,
@@ -465,6 +471,7 @@ def run(
                 under_test,
                 args.churn_minutes,
                 args.churn_share,
+                args.churn_rate,
                 args.churn_interval,
                 args.churn_probe_jobs,
                 args.churn_vacuum,

@@ -559,9 +559,11 @@ def test_the_churn_workload_samples_each_interval_and_runs_every_job(postgresql_
     )
     headings, *rows = section(output, "W8")
     assert headings[:3] == ["minute", "jobs/s", "pending"]
-    # The table, then one column per index of the jobs table, the claim index among them.
-    assert headings[11] == "jobqueue_job, MiB"
-    assert "claim, MiB" in headings[12:]
+    # The table's size, then one column per index of the jobs table, the claim index's
+    # among them; the claim's scan of that index, read with EXPLAIN each interval.
+    sizes = headings.index("jobqueue_job, MiB")
+    assert "claim, MiB" in headings[sizes + 1 :]
+    assert "claim scan, buffers" in headings[:sizes]
     assert [row[0] for row in rows] == ["0.05", "0.1", "0.15", "0.2"]  # 12 s, every 3 s
     # Every interval's claims were timed in the worker.
     assert all(int(row[5].replace(",", "")) > 0 for row in rows)
