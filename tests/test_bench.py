@@ -569,7 +569,7 @@ def test_the_churn_workload_samples_each_interval_and_runs_every_job(postgresql_
     assert all(int(row[5].replace(",", "")) > 0 for row in rows)
     # The workload checks that every job enqueued succeeded (pruned or left) and fails on
     # a shortfall; the summaries compare the first third with the last.
-    summary = section(output[output.index("the last window against the first") - 20 :], "W8")
+    summary = section(output[output.index("## W8: sustained churn: the last window") :], "W8")
     assert [row[:2] for row in summary[1:3]] == [
         ["jobqueue", "drain, jobs/s"],
         ["jobqueue", "claim p50, ms"],
