@@ -59,6 +59,7 @@ WINDOW = 300.0  # s: the summary's first and last windows, on runs of 10 of them
 GOAL = 0.15  # the last window within 15% of the first
 STOP_TIMEOUT = 60.0  # s a worker has to exit on SIGTERM
 SYSTEMS = ("jobqueue", "pgqueuer")
+NO_CLAIM = -1.0  # a line of waits only, not a timed claim
 
 
 @dataclass
@@ -239,12 +240,13 @@ class JobqueueChurner(Churner):
         return buffers, float(found[0]["Execution Time"])
 
     def probe(self, jobs: int) -> float:
-        from bench.backlog import drain_rate
+        from bench.drains import jobqueue_rate
 
         self.reset()
         self.system.preload(jobs)
         self._burst(self.system.worker_command("default"), self.system.worker_env())
-        done, rate = drain_rate()
+        measured = jobqueue_rate()
+        done, rate = int(measured["succeeded"]), measured["jobs/s"]
         if done != jobs:
             raise BenchError(f"the probe's drain finished {done:,} of {jobs:,} jobs")
         self.reset()
@@ -316,15 +318,16 @@ class JobqueueChurner(Churner):
 
     def failed(self) -> int:
         [(count,)] = self.rows(
-            "SELECT count(*) FROM jobqueue_job WHERE status IN ('failed', 'discarded')"
+            "SELECT count(*) FROM jobqueue_job WHERE status IN ('failed', 'abandoned', 'discarded')"
         )
         return int(count)
 
     def claims(self, claim_log: Path) -> list[tuple[float, float, list[float]]]:
         if not claim_log.exists():
             return []
+        # ``<pid> <seconds> <wall clock at its start> <jobs>`` (bench/backlog_settings.py)
         lines = (line.split() for line in claim_log.read_text().splitlines())
-        return [(float(at), float(seconds), []) for _, seconds, at in lines]
+        return [(float(at) + float(seconds), float(seconds), []) for _, seconds, at, _ in lines]
 
     def settings(self) -> str:
         return (
@@ -344,6 +347,7 @@ class PgqueuerChurner(Churner):
         from bench.systems.peers import peer_dsn
 
         super().__init__(system, folder)
+        self.waits = folder / "waits"
         self.connection = psycopg.connect(peer_dsn(system.database()), autocommit=True)
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -367,7 +371,11 @@ class PgqueuerChurner(Churner):
         return float(done) / max(float(span or 0), 1e-3)
 
     def worker(self, claim_log: Path, retention: float) -> subprocess.Popen[bytes]:
-        env = {**self.system.worker_env(), "BENCH_CLAIM_LOG": str(claim_log)}
+        env = {
+            **self.system.worker_env(),
+            "BENCH_CLAIM_LOG": str(claim_log),
+            "BENCH_WAIT_LOG": str(self.waits),
+        }
         out = (self.folder / "worker.log").open("w")
         return subprocess.Popen(
             self.system.worker_command("default", burst=False),
@@ -432,10 +440,16 @@ class PgqueuerChurner(Churner):
     def claims(self, claim_log: Path) -> list[tuple[float, float, list[float]]]:
         if not claim_log.exists():
             return []
+        # ``<pid> <seconds> <wall clock at its start> <jobs>`` (the driver's claim_logger),
+        # and in the wait log ``<wall clock> <each job's wait>...`` per dequeue with jobs.
         found = []
         for line in claim_log.read_text().splitlines():
-            at, seconds, *waits = line.split()
-            found.append((float(at), float(seconds), [float(w) for w in waits]))
+            _, seconds, at, _ = line.split()
+            found.append((float(at) + float(seconds), float(seconds), []))
+        if self.waits.exists():
+            for line in self.waits.read_text().splitlines():
+                at, *waits = line.split()
+                found.append((float(at), NO_CLAIM, [float(w) for w in waits]))
         return found
 
     def settings(self) -> str:
@@ -590,7 +604,8 @@ def _run(
     for at, claimed, waits in churner.claims(claim_log):
         k = int((at - start_at) // interval)
         if 0 <= k < count:
-            intervals[k].claims.append(claimed)
+            if claimed != NO_CLAIM:
+                intervals[k].claims.append(claimed)
             intervals[k].waits.extend(waits)
     settings = churner.settings()
     reloptions = churner.reloptions()

@@ -7,6 +7,7 @@ import datetime as dt
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,11 +33,12 @@ WORKLOADS = (
     "W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13"
 )  # fmt: skip
 # Workloads with a table of their own, of jobqueue alone (W11's raw-100 row is the driver's
-# code run in the bench process), on PostgreSQL only.
-ALONE = ("W6", "W9", "W10", "W11", "W12", "W13")
-# W8 has tables of its own too, of jobqueue and pgqueuer one after the other: of the peers,
-# only pgqueuer is set up for it.
-OWN_TABLES = (*ALONE, "W8")
+# code run in the bench process), on PostgreSQL only; W9 and W10 add the peers of PEERED.
+ALONE = ("W6", "W9", "W10", "W11", "W12")
+# W8 runs jobqueue, then pgqueuer if it is in --systems, each in a table of its own.
+PEERED = {"W8": ("pgqueuer",), "W9": ("pgqueuer",), "W10": ("pgqueuer",)}
+# Workloads with a table of their own, of every system that takes part, on PostgreSQL only.
+OWN_TABLE = (*ALONE, "W8", "W13")
 QUICK = {  # --quick: about 3-4 minutes
     "jobs": 2_000,
     "slow_jobs": 300,
@@ -55,6 +57,7 @@ QUICK = {  # --quick: about 3-4 minutes
     "backlog_sizes": [2_000, 20_000],
     "processes_jobs": 2_000,
     "memory_jobs": 10_000,
+    "memory_slow_jobs": 500,
     "churn_minutes": 3.0,
     "churn_probe_jobs": 3_000,
 }
@@ -138,9 +141,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
         nargs="+",
         choices=WORKLOADS,
         default=list(WORKLOADS),
-        help="these workloads (W6 a large table, W8 sustained churn, jobqueue and pgqueuer "
-        "one after the other, W9 more processes, W10 a big backlog, W11 the "
-        "drain floor, W12 the admin's pages, W13 memory: jobqueue alone, PostgreSQL only)",
+        help="these workloads (W6 a large table, W9 more processes, W10 a big backlog, W11 the "
+        "drain floor, W12 the admin's pages: jobqueue alone, and pgqueuer in W9 and W10 if "
+        "it is in --systems; W8 sustained churn, jobqueue then pgqueuer if it is in "
+        "--systems; W13 a worker's memory, every system but the raw baselines; all "
+        "PostgreSQL only)",
     )
     parser.add_argument(
         "--prepared",
@@ -237,12 +242,25 @@ def parse(argv: list[str]) -> argparse.Namespace:
     backlog.add_argument(
         "--backlog-batch", type=positive, default=10_000, help="jobs per enqueue_many call"
     )
+    backlog.add_argument(
+        "--backlog-window",
+        type=float,
+        default=60.0,
+        help="s of each drain counted, from the moment every worker has started a job; "
+        "then the workers are stopped",
+    )
     memory = parser.add_argument_group("W13: memory")
     memory.add_argument(
         "--memory-jobs",
         type=positive,
         default=100_000,
-        help="no-op jobs, then jobs returning 10 KB, drained by the one worker",
+        help="no-op jobs, then jobs returning 10 KB, drained by each system's one worker",
+    )
+    memory.add_argument(
+        "--memory-slow-jobs",
+        type=positive,
+        default=2_000,
+        help="the same for the slow peers (procrastinate, django-tasks-db)",
     )
     parser.add_argument(
         "--output",
@@ -251,6 +269,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "<date>-<host>-W11.md and the like with --only)",
     )
     parser.add_argument("--no-write", action="store_true", help="print the report only")
+    parser.add_argument(
+        "--also",
+        nargs="*",
+        choices=sorted(COMPANIONS),
+        help="runs of their own whose reports become sections of this one: W1-W3 with "
+        "prepared statements, and W1-W4 on SQLite (default: both, for a run of every "
+        "workload on PostgreSQL; none otherwise; --also alone for none)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         given = {a.split("=")[0].lstrip("-").replace("-", "_") for a in argv if a.startswith("--")}
@@ -258,6 +284,68 @@ def parse(argv: list[str]) -> argparse.Namespace:
             if key not in given:
                 setattr(args, key, value)
     return args
+
+
+# Companion runs: the arguments each adds to this run's, and its section's heading. Each is
+# `python bench/run.py` again in a process of its own (its own settings: prepared statements
+# are read at start-up, SQLite is another database), with this run's sizes.
+COMPANIONS = {
+    "prepared": (
+        ["--prepared", "--only", "W1", "W2", "W3"],
+        "With prepared statements (`--prepared`)",
+    ),
+    "sqlite": (["--database", "sqlite"], "On SQLite (`--database sqlite`)"),
+}
+# Options of this run a companion does not take over: it chooses its own.
+NOT_PASSED_ON = {"--database", "--database-url", "--output", "--also", "--only", "--systems"}
+
+
+def companions(args: argparse.Namespace, vendor: str) -> list[str]:
+    """The companion runs this run makes: those asked for, else both after a run of every
+    workload on PostgreSQL."""
+    if args.also is not None:
+        return list(args.also)
+    if vendor == "postgresql" and set(args.only) == set(WORKLOADS) and not args.prepared:
+        return list(COMPANIONS)
+    return []
+
+
+def passed_on(argv: list[str]) -> list[str]:
+    """``argv`` without the options a companion run chooses for itself."""
+    kept: list[str] = []
+    skipping = False
+    for arg in argv:
+        if arg.startswith("--"):
+            skipping = arg.split("=")[0] in NOT_PASSED_ON
+        if not skipping:
+            kept.append(arg)
+    return kept
+
+
+def companion_section(name: str, argv: list[str], systems: list[str]) -> str:
+    """Run companion ``name`` with this run's sizes; its report, one heading level down."""
+    extra, heading = COMPANIONS[name]
+    wanted = [s for s in systems if name != "prepared" or s in PREPARED_SYSTEMS]
+    command = [*passed_on(argv), *extra, "--systems", *wanted, "--no-write", "--also"]
+    progress(f"companion run: python bench/run.py {' '.join(command)}")
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "run.py"), *command],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=False,
+        env={k: v for k, v in os.environ.items() if k != "DATABASE_PREPARED"},
+    )
+    if done.returncode:
+        raise SystemExit(f"the companion run {name!r} failed (exit code {done.returncode})")
+    report = done.stdout[done.stdout.index("# ") :]  # past anything printed before it
+    title, *rest = report.splitlines()
+    lines = ["#" + line if line.startswith("#") else line for line in rest]
+    return "\n".join([f"# {heading}", "", title.lstrip("# ") + ".", *lines])
+
+
+# The systems a prepared-statements run compares: the Django projects it changes, and the
+# fastest peer, whose psycopg prepares by default.
+PREPARED_SYSTEMS = ("jobqueue", "django-tasks-db", "pgqueuer")
 
 
 def prepare_database(url: str) -> dict[str, Any]:
@@ -308,10 +396,20 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["DATABASE_PREPARED"] = "true"
     under_test: list[Any] = []  # the systems, filled in by run(): their databases go too
     try:
-        run(args, argv, config, under_test)
+        text, output = run(args, argv, config, under_test)
     finally:
         names = {str(config["NAME"]), *(system.database() for system in under_test)}
         drop_databases(config, sorted(names))
+    given = sys.argv[1:] if argv is None else argv
+    vendor = "postgresql" if config["ENGINE"] == database.POSTGRESQL else "other"
+    for name in companions(args, vendor):
+        section = companion_section(name, given, args.systems)
+        print("\n" + section)  # after the report's own lines, one blank line apart
+        text = text.rstrip("\n") + "\n\n" + section.rstrip("\n")
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text.rstrip("\n") + "\n")
+        progress(f"wrote {output}")
 
 
 def run(
@@ -319,17 +417,18 @@ def run(
     argv: list[str] | None,
     config: dict[str, Any],
     under_test: list[Any],
-) -> None:
-    """Choose and set up the systems, run the workloads, write the report."""
+) -> tuple[str, Path | None]:
+    """Choose and set up the systems, run the workloads, print the report; the report and
+    the file it is to be written to (None with --no-write)."""
     import django
 
     django.setup()
     from django.db import connection
 
-    from bench import report, systems
+    from bench import memory, report, systems
 
     available = systems.available()
-    compared = bool(set(args.only) - set(OWN_TABLES))  # any workload with the systems side by side
+    compared = bool(set(args.only) - set(OWN_TABLE))  # any workload with the systems side by side
     if connection.vendor != "postgresql":
         # On SQLite or MariaDB, jobqueue and the peers that run there (django-tasks-db) only.
         runs_here = "on_mysql" if connection.vendor == "mysql" else "on_sqlite"
@@ -338,9 +437,14 @@ def run(
             for name in args.systems
             if name not in available or getattr(available[name], runs_here)
         ]
-    elif not compared:  # no peer takes part but W8's pgqueuer: none other is set up
-        churned = ("jobqueue", "pgqueuer") if "W8" in args.only else ("jobqueue",)
-        args.systems = [name for name in args.systems if name in churned]
+    elif not compared:  # only the peers W9, W10 and W13 measure take part: no other is set up
+        peered = {peer for key in args.only for peer in PEERED.get(key, ())}
+        args.systems = [
+            name
+            for name in args.systems
+            if name in {"jobqueue", *peered}
+            or ("W13" in args.only and name in available and memory.takes_part(available[name]))
+        ]
     if "graphile-worker" in args.systems and not (shutil.which("node") and shutil.which("npm")):
         progress("no graphile-worker: it needs Node.js and npm on PATH")
         args.systems.remove("graphile-worker")
@@ -365,7 +469,6 @@ def run(
         floor,
         idle,
         large_table,
-        memory,
         processes,
         workloads,
     )
@@ -443,25 +546,44 @@ def run(
             counted.append(result)
 
     tables: list[report.Table] = []
+
+    def beside(key: str) -> list[Any]:
+        """The peers measured beside jobqueue in ``key``'s table."""
+        return [s for s in under_test if s.name in PEERED.get(key, ())]
+
     alone = {
         "W6": lambda: large_table.large_table(
             args.large_finished, args.large_jobs, args.large_concurrency, args.repeat
         ),
-        "W9": lambda: processes.processes(args.processes_jobs, args.processes, args.repeat),
-        "W10": lambda: backlog.backlog(args.backlog_sizes, args.backlog_batch),
+        "W9": lambda: processes.processes(
+            args.processes_jobs, args.processes, args.repeat, beside("W9")
+        ),
+        "W10": lambda: backlog.backlog(
+            args.backlog_sizes, args.backlog_batch, args.backlog_window, beside("W10")
+        ),
         "W11": lambda: floor.floor(args.floor_jobs, args.floor_connections, args.repeat),
         "W12": lambda: admin_changelist.admin_pages(
             args.admin_jobs, args.admin_renders, args.admin_minutes
         ),
-        "W13": lambda: memory.memory(args.memory_jobs),
     }
     wanted = [key for key in alone if key in args.only]
     if wanted and "jobqueue" not in args.systems:
         progress(f"no {', '.join(wanted)}: they measure jobqueue, which is not in --systems")
     elif connection.vendor == "postgresql":
         for key in wanted:
-            progress(f"{key}: jobqueue alone")
+            names = ", ".join(["jobqueue", *(s.name for s in beside(key))])
+            progress(f"{key}: {names}" if key in PEERED else f"{key}: jobqueue alone")
             tables.append(again_on_error(key, alone[key], retried))
+    if "W13" in args.only and connection.vendor == "postgresql":
+        progress(f"W13: {', '.join(s.name for s in under_test if memory.takes_part(s))}")
+        tables.append(
+            memory.memory(
+                under_test,
+                args.memory_jobs,
+                args.memory_slow_jobs,
+                lambda what, block: again_on_error(what, block, retried),
+            )
+        )
 
     if "W8" in args.only and connection.vendor == "postgresql":
         progress("W8: sustained churn, one system after the other")
@@ -502,7 +624,7 @@ def run(
                 f"{s.name}: {note}"
                 for s in under_test
                 for note in s.notes()
-                if ran - set(OWN_TABLES)
+                if ran - set(OWN_TABLE) or ("W13" in ran and s.name != "jobqueue")
             ],
             *[
                 f"{s.name}, W3 {setting}: {meaning}{' (a slow system)' if s.slow else ''}"
@@ -512,13 +634,11 @@ def run(
             ],
         ],
     )
-    print(text)
-    if not args.no_write:
-        suffix = "" if connection.vendor == "postgresql" else f"-{connection.vendor}"
-        suffix += "-prepared" if args.prepared and connection.vendor == "postgresql" else ""
-        # A run of some workloads does not overwrite the day's full report.
-        suffix += "" if set(args.only) == set(WORKLOADS) else "-" + "-".join(sorted(args.only))
-        output = args.output or REPO / "bench" / "results" / f"{today}-{host}{suffix}.md"
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text)
-        progress(f"wrote {output}")
+    print(text.rstrip("\n"))
+    if args.no_write:
+        return text, None
+    suffix = "" if connection.vendor == "postgresql" else f"-{connection.vendor}"
+    suffix += "-prepared" if args.prepared and connection.vendor == "postgresql" else ""
+    # A run of some workloads does not overwrite the day's full report.
+    suffix += "" if set(args.only) == set(WORKLOADS) else "-" + "-".join(sorted(args.only))
+    return text, args.output or REPO / "bench" / "results" / f"{today}-{host}{suffix}.md"

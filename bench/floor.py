@@ -309,48 +309,66 @@ def _analyze(table: str) -> None:
 def table(
     results: list[tuple[str, str, list[dict[str, float | None]]]], jobs: int, repeat: int
 ) -> Table:
-    """The W11 table: each drain's median rate as a share of raw-100's on as many connections
-    (the worker's: on one), and its CPU per job."""
+    """The W11 table: each drain's median rate as a share of raw-100's and of the durable
+    floor's on as many connections (the worker's: on one), its CPU per job, and that CPU
+    (server and client) as a multiple of the durable floor's."""
     raw = {conns: runs for label, conns, runs in results if label == RawDrain.label}
+    durable = {conns: runs for label, conns, runs in results if label == DurableDrain.label}
     rows = []
     for label, conns, runs in results:
         rates = [float(run["jobs/s"] or 0) for run in runs]
-        baseline = raw.get(conns) or raw.get("1")
-        share = (
-            ratio(
-                statistics.median(rates)
-                / statistics.median(float(r["jobs/s"] or 0) for r in baseline)
-            )
-            if baseline
-            else "n/a"
-        )
-        server = [
-            float(run["server us/job"] or 0) for run in runs if run["server us/job"] is not None
-        ]
-        client = [float(run["client us/job"] or 0) for run in runs]
+        server = _medians(runs, "server us/job")
+        client = _medians(runs, "client us/job")
+        floor_runs = durable.get(conns) or durable.get("1")
+        floor_cpu = _cpu(floor_runs) if floor_runs else None
+        cpu = _cpu(runs)
         rows.append(
             [
                 label,
                 conns,
                 spread(rates, "jobs/s"),
-                share,
-                number(statistics.median(server), "us/job") if server else "n/a",
-                number(statistics.median(client), "us/job"),
+                _share(rates, raw.get(conns) or raw.get("1")),
+                _share(rates, floor_runs),
+                number(server, "us/job") if server is not None else "n/a",
+                number(client, "us/job") if client is not None else "n/a",
+                ratio(cpu / floor_cpu) if cpu is not None and floor_cpu else "n/a",
             ]
         )
     return Table(
         key="W11",
         title="the drain floor: the database alone, no job code",
         intro=f"Drain of {jobs:,} no-op jobs, {BATCH} per statement; medians of {repeat} "
-        "(min-max). CPU per job: median.",
+        "(min-max). CPU per job: median. The durable floor is the durable claim on the "
+        "minimal table, on as many connections (the worker's row: on one); its CPU is the "
+        "server's and the client's together.",
         headings=[
             "drain",
             "connections",
             "jobs/s",
             "share of raw-100",
+            "share of the durable floor",
             "server CPU us/job",
             "client CPU us/job",
+            "CPU per job, x the floor's",
         ],
         rows=rows,
         after=[f"Every drain finished all {jobs:,} jobs."],
     )
+
+
+def _medians(runs: list[dict[str, float | None]], key: str) -> float | None:
+    values = [float(run[key] or 0) for run in runs if run[key] is not None]
+    return statistics.median(values) if values else None
+
+
+def _cpu(runs: list[dict[str, float | None]]) -> float | None:
+    """The median CPU per job, server and client together; None without the server's."""
+    server, client = _medians(runs, "server us/job"), _medians(runs, "client us/job")
+    return None if server is None or client is None else server + client
+
+
+def _share(rates: list[float], baseline: list[dict[str, float | None]] | None) -> str:
+    if not baseline:
+        return "n/a"
+    base = statistics.median(float(r["jobs/s"] or 0) for r in baseline)
+    return ratio(statistics.median(rates) / base) if base else "n/a"

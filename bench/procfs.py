@@ -66,3 +66,18 @@ def rss_kib(pid: int) -> tuple[int, int] | None:
         return None
     fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+def descendants(pid: int) -> list[int]:
+    """The pids of the process's children, their children and so on, now."""
+    children: dict[int, list[int]] = {}
+    for other in pids():
+        fields = stat(other)
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(other)
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo.extend(children.get(child, []))
+    return found

@@ -86,10 +86,17 @@ NOTES: list[tuple[tuple[str, ...], str]] = [
         "jobs pruned by the bench once an interval (bench/churn.py says how, and why).",
     ),
     (
-        ("W9", "W13"),
-        "W9 and W13 (PostgreSQL) run jobqueue's `runjobs` as subprocesses of the bench, "
-        "jobqueue alone: W9 one supervisor whose default pool has N processes, W13 one "
-        "worker whose resident set is read from /proc.",
+        ("W9",),
+        "W9 (PostgreSQL) runs jobqueue's `runjobs` as subprocesses of the bench: one "
+        "supervisor whose default pool has N processes, beside N pgqueuer worker processes "
+        "when pgqueuer is in --systems.",
+    ),
+    (
+        ("W13",),
+        "W13 (PostgreSQL) runs one worker of each system in --systems but the raw baselines "
+        "as a subprocess of the bench, at its W3 default settings, not in burst mode "
+        "(jobqueue's `runjobs --pool default`, a peer's through its driver), and reads its "
+        "resident set, with any child process's, from /proc.",
     ),
 ]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import database, floor, procfs, report
+from bench import cli, database, floor, procfs, report
 from bench.serverlog import general_log_counts
 from bench.workloads import Row
 from tests.conftest import IN_CI, REPO, wait_for
@@ -272,6 +272,23 @@ def test_proc_gives_a_process_its_command_and_parent_and_nothing_once_it_is_reap
     assert procfs.stat(child.pid) is None and procfs.command(child.pid) is None
 
 
+def test_proc_finds_a_process_s_children_and_grandchildren_for_w13_to_sum():
+    # A shell that starts a shell that starts sleep: two generations below it.
+    parent = subprocess.Popen(["sh", "-c", "sh -c 'sleep 60; :' & wait"])
+    try:
+        wait_for(
+            lambda: [procfs.command(p) for p in procfs.descendants(parent.pid)] == ["sh", "sleep"],
+            timeout=5,
+            message="the shell and its sleep below the first shell",
+        )
+        assert all(procfs.rss_kib(pid) for pid in procfs.descendants(parent.pid))
+    finally:
+        for pid in procfs.descendants(parent.pid):
+            os.kill(pid, 9)
+        parent.kill()
+        parent.wait()
+
+
 # -- the report -----------------------------------------------------------------------
 
 
@@ -339,16 +356,19 @@ def test_the_systems_table_gives_medians_and_the_ratio_table_jobqueues_over_the_
     assert "| W1 | enqueue | higher | 2.50 |" in text
 
 
-def test_the_floor_gives_each_drain_as_a_share_of_raw_100_on_as_many_connections():
-    def runs(*rates: float, server: float | None = 50.0) -> list[dict[str, float | None]]:
-        return [{"jobs/s": r, "server us/job": server, "client us/job": 8.0} for r in rates]
+def test_the_floor_gives_each_drain_as_a_share_of_raw_100_and_of_the_durable_floor():
+    def runs(
+        *rates: float, server: float | None = 50.0, client: float = 8.0
+    ) -> list[dict[str, float | None]]:
+        return [{"jobs/s": r, "server us/job": server, "client us/job": client} for r in rates]
 
     table = floor.table(
         [
             (floor.RawDrain.label, "1", runs(40_000, 50_000, 60_000)),
             (floor.RawDrain.label, "4", runs(80_000)),
-            (floor.DurableDrain.label, "4", runs(20_000, server=None)),
-            (floor.WorkerDrain.label, "1 + slots", runs(10_000)),
+            (floor.DurableDrain.label, "1", runs(20_000, server=42.0)),
+            (floor.DurableDrain.label, "4", runs(40_000, server=None)),
+            (floor.WorkerDrain.label, "1 + slots", runs(10_000, client=25.0)),
         ],
         jobs=300,
         repeat=3,
@@ -358,14 +378,28 @@ def test_the_floor_gives_each_drain_as_a_share_of_raw_100_on_as_many_connections
         "connections",
         "jobs/s",
         "share of raw-100",
+        "share of the durable floor",
         "server CPU us/job",
         "client CPU us/job",
+        "CPU per job, x the floor's",
     ]
+    # The worker's row is measured against the floor on one connection: 10,000 of 20,000
+    # jobs/s, and (50 + 25) of (42 + 8) us of CPU per job.
     assert table.rows == [
-        [floor.RawDrain.label, "1", "50,000 (40,000-60,000)", "1.00", "50.0", "8.0"],
-        [floor.RawDrain.label, "4", "80,000", "1.00", "50.0", "8.0"],
-        [floor.DurableDrain.label, "4", "20,000", "0.25", "n/a", "8.0"],
-        [floor.WorkerDrain.label, "1 + slots", "10,000", "0.20", "50.0", "8.0"],
+        [
+            floor.RawDrain.label,
+            "1",
+            "50,000 (40,000-60,000)",
+            "1.00",
+            "2.50",
+            "50.0",
+            "8.0",
+            "1.16",
+        ],
+        [floor.RawDrain.label, "4", "80,000", "1.00", "2.00", "50.0", "8.0", "n/a"],
+        [floor.DurableDrain.label, "1", "20,000", "0.40", "1.00", "42.0", "8.0", "1.00"],
+        [floor.DurableDrain.label, "4", "40,000", "0.50", "1.00", "n/a", "8.0", "n/a"],
+        [floor.WorkerDrain.label, "1 + slots", "10,000", "0.20", "0.50", "50.0", "25.0", "1.50"],
     ]
 
 
@@ -419,6 +453,52 @@ def section(output: str, key: str) -> list[list[str]]:
     text = text[: text.index("\n## ", 1)]
     lines = [line for line in text.splitlines() if line.startswith("| ")]
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+
+
+@pytest.mark.process
+def test_a_run_takes_its_companions_sections_with_its_own_sizes(postgresql_only, tmp_path):
+    report = tmp_path / "report.md"
+    output = run_script(
+        "run.py",
+        "--database-url",
+        bench_database_url("companion_bench"),
+        "--systems",
+        "jobqueue",
+        "--only",
+        "W2",
+        "--also",
+        "prepared",
+        "sqlite",
+        "--jobs",
+        "20",
+        "--repeat",
+        "1",
+        "--output",
+        str(report),
+    )
+    # This run's table, then each companion's report one heading level down, in the file too.
+    assert report.read_text().strip() == output.strip()
+    prepared = output[output.index("# With prepared statements (`--prepared`)") :]
+    sqlite = output[output.index("# On SQLite (`--database sqlite`)") :]
+    assert output.index("| W2 |") < len(output) - len(prepared)
+    assert "## Results" in prepared and "| W1 |" in prepared and "| W3 |" in prepared
+    assert "- prepared statements: on in jobqueue" in prepared[: len(prepared) - len(sqlite)]
+    assert "(sqlite)" in sqlite and "| W4 |" in sqlite
+    # The companions took this run's sizes: 20 jobs, one run each.
+    assert "enqueue 20 jobs" in sqlite and "median of 1 runs" in sqlite
+
+
+def test_a_run_of_every_workload_on_postgresql_has_both_companions_and_others_none():
+    everything = cli.parse([])
+    assert cli.companions(everything, "postgresql") == ["prepared", "sqlite"]
+    assert cli.companions(cli.parse(["--only", "W1"]), "postgresql") == []
+    assert cli.companions(everything, "other") == []
+    assert cli.companions(cli.parse(["--prepared"]), "postgresql") == []
+    assert cli.companions(cli.parse(["--also"]), "postgresql") == []
+    assert cli.passed_on(["--quick", "--only", "W1", "W2", "--jobs=5", "--database-url", "x"]) == [
+        "--quick",
+        "--jobs=5",
+    ]
 
 
 @pytest.mark.process
@@ -513,6 +593,8 @@ def test_the_backlog_workload_drains_each_backlog_with_one_and_four_supervisors(
         "run.py",
         "--database-url",
         bench_database_url("backlog_bench"),
+        "--systems",
+        "jobqueue",
         "--only",
         "W10",
         "--backlog-sizes",
@@ -584,6 +666,8 @@ def test_the_processes_workload_drains_with_each_number_of_processes(postgresql_
         "run.py",
         "--database-url",
         bench_database_url("processes_bench"),
+        "--systems",
+        "jobqueue",
         "--only",
         "W9",
         "--processes-jobs",
@@ -604,12 +688,92 @@ def test_the_processes_workload_drains_with_each_number_of_processes(postgresql_
     assert all(float(row[3].replace(",", "")) > 0 for row in rows)
 
 
+@pytest.fixture
+def pgqueuer_venv() -> None:
+    """pgqueuer's virtualenv, made from PyPI in bench/.venvs if it is not there yet; the
+    test is skipped if it cannot be made (no Python 3.12, no index)."""
+    from bench.systems.peers import PgQueuer
+
+    try:
+        PgQueuer().ensure_venv()
+    except (subprocess.CalledProcessError, SystemExit, OSError) as exc:
+        pytest.skip(f"cannot make pgqueuer's virtualenv: {exc}")
+
+
+@pytest.mark.process
+def test_the_processes_and_backlog_workloads_measure_pgqueuer_beside_jobqueue(
+    postgresql_only, pgqueuer_venv
+):
+    output = run_script(
+        "run.py",
+        "--database-url",
+        bench_database_url("peered_bench"),
+        "--systems",
+        "jobqueue",
+        "pgqueuer",
+        "--only",
+        "W9",
+        "W10",
+        "--processes-jobs",
+        "40",
+        "--processes",
+        "1",
+        "2",
+        "--repeat",
+        "1",
+        "--backlog-sizes",
+        "40",
+        "--backlog-batch",
+        "25",
+        "--backlog-window",
+        "30",
+        "--no-write",
+    )
+    headings, *rows = section(output, "W9")
+    assert headings[:4] == ["system", "processes", "drain, jobs/s", "share of 1's"]
+    # Each drain's succeeded jobs are counted from the system's rows; a shortfall fails.
+    assert [(row[0], row[1]) for row in rows] == [
+        ("jobqueue", "1"),
+        ("jobqueue", "2"),
+        ("pgqueuer", "1"),
+        ("pgqueuer", "2"),
+    ]
+    assert [row[3] for row in rows[::2]] == ["1.00", "1.00"]
+    # pgqueuer's driver and its worker processes, read from /proc before the bench reaped it.
+    assert all(float(row[4].replace(",", "")) > 0 for row in rows)
+    headings, *rows = section(output, "W10")
+    assert headings[:4] == ["system", "backlog", "workers", "drain, jobs/s"]
+    assert headings[-4:] == ["jobs counted", "claim p50, ms", "claim p99, ms", "claims"]
+    assert [(row[0], row[1], row[2]) for row in rows] == [
+        ("jobqueue", "40", "1"),
+        ("jobqueue", "40", "4"),
+        ("pgqueuer", "40", "1"),
+        ("pgqueuer", "40", "4"),
+    ]
+    # Both drains end within the window: every job succeeded and the claims were timed in
+    # the workers, jobqueue's by its execute wrapper, pgqueuer's in its driver.
+    assert all(int(row[-1].replace(",", "")) > 0 for row in rows)
+    assert [row[4] for row in rows] == ["1.00"] * 4
+
+
+MEMORY_HEADINGS = [
+    "system",
+    "moment",
+    "RSS, MB",
+    "peak RSS, MB",
+    "growth over idle",
+    "jobs drained",
+]
+
+
 @pytest.mark.process
 def test_the_memory_workload_reads_the_worker_s_resident_set_three_times(postgresql_only):
     output = run_script(
         "run.py",
         "--database-url",
         bench_database_url("memory_bench"),
+        "--systems",
+        "jobqueue",
         "--only",
         "W13",
         "--memory-jobs",
@@ -617,14 +781,49 @@ def test_the_memory_workload_reads_the_worker_s_resident_set_three_times(postgre
         "--no-write",
     )
     headings, *rows = section(output, "W13")
-    assert headings == ["moment", "RSS, MB", "peak RSS, MB", "growth over idle"]
-    assert [row[0] for row in rows] == [
-        "idle after start-up",
-        "after 30 no-op jobs",
-        "after 30 jobs returning 10 KB",
+    assert headings == MEMORY_HEADINGS
+    assert [row[:2] for row in rows] == [
+        ["jobqueue", "idle after start-up"],
+        ["jobqueue", "after 30 no-op jobs"],
+        ["jobqueue", "after 30 jobs returning 10 KB"],
     ]
-    assert all(float(row[1]) > 10 for row in rows)  # a Python process with Django loaded
-    assert rows[0][3] == "+0.0%"
+    assert all(float(row[2]) > 10 for row in rows)  # a Python process with Django loaded
+    assert rows[0][4] == "+0.0%"
+    assert [row[5] for row in rows] == ["0", "30", "60"]
+    assert "Every worker is one process, with no children." in output
+
+
+@pytest.mark.process
+def test_the_memory_workload_reads_a_peer_s_worker_beside_jobqueue_s(postgresql_only):
+    # pgqueuer's virtualenv is installed from PyPI on first use (bench/.venvs/pgqueuer).
+    output = run_script(
+        "run.py",
+        "--database-url",
+        bench_database_url("memory_bench"),
+        "--systems",
+        "jobqueue",
+        "pgqueuer",
+        "--only",
+        "W13",
+        "--memory-jobs",
+        "20",
+        "--no-write",
+    )
+    headings, *rows = section(output, "W13")
+    assert headings == MEMORY_HEADINGS
+    assert [row[:2] for row in rows] == [
+        ["jobqueue", "idle after start-up"],
+        ["jobqueue", "after 20 no-op jobs"],
+        ["jobqueue", "after 20 jobs returning 10 KB"],
+        ["pgqueuer", "idle after start-up"],
+        ["pgqueuer", "after 20 no-op jobs"],
+        ["pgqueuer", "after 20 jobs building 10 KB"],  # it keeps no results
+    ]
+    # Its worker ran every job of both tasks (the bench waits for them to succeed).
+    assert [row[5] for row in rows] == ["0", "20", "40"] * 2
+    assert all(float(row[2]) > 10 for row in rows)  # a Python process with psycopg loaded
+    assert [row[4] for row in rows[::3]] == ["+0.0%", "+0.0%"]
+    assert "pgqueuer: no results are kept" in output
 
 
 def test_the_ten_kb_task_returns_ten_kilobytes():

@@ -1,4 +1,5 @@
-"""django-tasks-db: Django's ``django.tasks`` with the database backend and its db_worker."""
+"""django-tasks-db: Django's ``django.tasks`` with the database backend and its db_worker.
+It keeps results: the ``ten_kb`` task returns its 10 KB, stored as the result's value."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import django
 
 django.setup()  # DJANGO_SETTINGS_MODULE=dtdb_settings, from the bench
 
-from _common import main, paced, stamp, stop_on_sigterm, timed  # noqa: E402
+from _common import main, paced, stamp, stop_on_sigterm, ten_kb, timed  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.tasks import task  # noqa: E402
@@ -19,6 +20,14 @@ from django_tasks_db.models import DBTaskResult  # noqa: E402
 @task
 def noop(n: int) -> None:
     """Do nothing."""
+
+
+@task
+def ten_kb_task(n: int) -> str:
+    return ten_kb(n)
+
+
+TASKS = {"noop": noop, "ten_kb": ten_kb_task}
 
 
 @task
@@ -43,7 +52,7 @@ def reset(args: argparse.Namespace) -> None:
 
 def enqueue(args: argparse.Namespace) -> dict[str, Any]:
     connection.ensure_connection()
-    return timed(lambda: [noop.enqueue(n) for n in range(args.jobs)])
+    return timed(lambda: [TASKS[args.task].enqueue(n) for n in range(args.jobs)])
 
 
 def stamps(args: argparse.Namespace) -> dict[str, Any]:

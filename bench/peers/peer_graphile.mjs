@@ -2,11 +2,12 @@
 // one JSON object on the last stdout line. Runs with the machine's Node.js, from the
 // folder the bench installed graphile-worker into (bench/.node/graphile, git-ignored).
 //
-//   node bench/peers/peer_graphile.mjs COMMAND [--jobs N] [--bulk] [--setting S] [--burst]
-//                                               [--start N] [--interval S]
+//   node bench/peers/peer_graphile.mjs COMMAND [--jobs N] [--bulk] [--task T] [--setting S]
+//                                               [--burst] [--start N] [--interval S] [--within S]
 //
 // graphile-worker deletes a job once it succeeds, so "succeeded" is the jobs enqueued
-// (counted in a side table, outside the timed enqueue) less the jobs left.
+// (counted in a side table, outside the timed enqueue) less the jobs left. It keeps no
+// results: the ten_kb task (W13) builds 10 KB and drops it.
 import { appendFileSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { parseArgs } from "node:util";
@@ -22,13 +23,17 @@ const { values: args, positionals } = parseArgs({
   options: {
     jobs: { type: "string", default: "0" },
     bulk: { type: "boolean", default: false },
+    task: { type: "string", default: "noop" },
     setting: { type: "string", default: "default" },
     burst: { type: "boolean", default: false },
     start: { type: "string", default: "0" },
     interval: { type: "string", default: "0" },
+    within: { type: "string", default: "5" },
   },
 });
 const jobs = Number(args.jobs);
+if (!["noop", "ten_kb"].includes(args.task)) throw new Error(`no task ${args.task}`);
+const TEN_KB = 10240;
 const silent = new (require("@graphile/logger").Logger)(() => () => {});
 
 async function sql(text, params = []) {
@@ -67,12 +72,12 @@ const commands = {
     try {
       if (args.bulk) {
         const specs = Array.from({ length: jobs }, (_, n) => ({
-          identifier: "noop",
+          identifier: args.task,
           payload: { n },
         }));
         await utils.addJobs(specs);
       } else {
-        for (let n = 0; n < jobs; n++) await utils.addJob("noop", { n });
+        for (let n = 0; n < jobs; n++) await utils.addJob(args.task, { n });
       }
     } finally {
       var seconds = (performance.now() - start) / 1000;
@@ -108,6 +113,8 @@ const commands = {
       logger: silent,
       taskList: {
         noop: async () => {},
+        // graphile-worker ignores what a (non-batch) task returns: built, then dropped.
+        ten_kb: async () => "x".repeat(TEN_KB),
         stamp: async (payload) => stamp(payload.n),
       },
     });
@@ -134,6 +141,15 @@ const commands = {
         " (SELECT count(*) FROM graphile_worker._private_jobs)::bigint AS left"
     );
     return { succeeded: Number(enqueued) - Number(left) };
+  },
+  // Count until --jobs have succeeded or --within s have passed: the last count.
+  async wait() {
+    const deadline = Date.now() + Number(args.within) * 1000;
+    for (;;) {
+      const { succeeded } = await commands.succeeded();
+      if (succeeded >= jobs || Date.now() >= deadline) return { succeeded };
+      await new Promise((r) => setTimeout(r, 200));
+    }
   },
   async versions() {
     const manifest = `${process.env.BENCH_GRAPHILE_DIR}/node_modules/graphile-worker/package.json`;

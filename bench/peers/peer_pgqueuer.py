@@ -1,4 +1,12 @@
-"""pgqueuer, with its psycopg 3 drivers and its own schema."""
+"""pgqueuer, with its psycopg 3 drivers and its own schema. It keeps no results: the
+``ten_kb`` handler builds 10 KB and drops it.
+
+For W9 and W10: ``enqueue --bulk --batch`` enqueues a backlog in calls of ``--batch``,
+``workers --processes N`` runs N worker processes (pgqueuer has no supervisor), a worker
+with ``BENCH_CLAIM_LOG`` set times each of its dequeues (:class:`TimedQueries`), and
+``drained`` gives the rate from ``pgqueuer_log``'s rows. For W8: ``churn-enqueue``, a
+paced enqueuer, and ``BENCH_WAIT_LOG``, each dequeued job's wait since its enqueue.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +19,25 @@ from typing import Any
 
 import pgqueuer
 import psycopg
-from _common import DSN, main, paced, paced_batches, stamp, stop_on_sigterm, timed
+from _common import (
+    DSN,
+    claim_logger,
+    main,
+    paced,
+    paced_batches,
+    stamp,
+    stop_on_sigterm,
+    ten_kb,
+    timed,
+    worker_processes,
+)
 from pgqueuer.adapters.drivers.psycopg import SyncPsycopgDriver
 from pgqueuer.adapters.persistence.queries import SyncQueries
 from pgqueuer.domain.types import QueueExecutionMode
 
 BATCH_SIZE = {"default": 10, "tuned": 100}
+CLAIM_LOG = claim_logger(os.environ.get("BENCH_CLAIM_LOG"))
+WAIT_LOG = os.environ.get("BENCH_WAIT_LOG")
 
 
 def setup(args: argparse.Namespace) -> None:
@@ -40,9 +61,24 @@ def enqueue(args: argparse.Namespace) -> dict[str, Any]:
     with psycopg.connect(DSN, autocommit=True) as conn:
         queries = SyncQueries(SyncPsycopgDriver(conn))
         if args.bulk:
-            payloads: list[bytes | None] = [str(n).encode() for n in range(args.jobs)]
-            return timed(lambda: queries.enqueue(["noop"] * args.jobs, payloads, [0] * args.jobs))
-        return timed(lambda: [queries.enqueue("noop", str(n).encode()) for n in range(args.jobs)])
+            batch = args.batch or args.jobs
+
+            def bulk() -> None:
+                for first in range(0, args.jobs, batch):
+                    size = min(batch, args.jobs - first)
+                    payloads: list[bytes | None] = [
+                        str(n).encode() for n in range(first, first + size)
+                    ]
+                    queries.enqueue([args.task] * size, payloads, [0] * size)
+
+            reply = timed(bulk)
+        else:
+            reply = timed(
+                lambda: [queries.enqueue(args.task, str(n).encode()) for n in range(args.jobs)]
+            )
+        if args.analyze:
+            conn.execute("ANALYZE pgqueuer")
+    return reply
 
 
 def stamps(args: argparse.Namespace) -> dict[str, Any]:
@@ -70,34 +106,36 @@ def churn_enqueue(args: argparse.Namespace) -> dict[str, Any]:
         return paced_batches(args.rate, args.seconds, args.start_at, args.tick, batch)
 
 
-def time_dequeue(queries: Any, log: str) -> None:
-    """W8: time each ``Queries.dequeue`` call (its statement, and parsing its rows) as the
-    worker waits for it, and how long each job it returns waited since its enqueue; one
-    line per call, ``<wall clock> <seconds> <each job's wait>...``, appended to ``log``."""
-    dequeue = queries.dequeue
+class TimedQueries(pgqueuer.Queries):
+    """pgqueuer's queries, with each dequeue (its one claim statement) timed as the worker
+    waits for it, round trip included, and appended to ``BENCH_CLAIM_LOG``; with
+    ``BENCH_WAIT_LOG`` (W8), also how long each job it returned had waited since its
+    enqueue, one line per dequeue: ``<wall clock at its end> <each job's wait>...``."""
 
-    async def timed_dequeue(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        jobs = await dequeue(*args, **kwargs)
-        seconds = time.perf_counter() - started
-        now = time.time()
-        waits = "".join(f" {now - job.created.timestamp():.6f}" for job in jobs)
-        with open(log, "a") as file:
-            file.write(f"{now:.3f} {seconds:.6f}{waits}\n")
+    async def dequeue(self, *args: Any, **kwargs: Any) -> list[pgqueuer.Job]:
+        wall, started = time.time(), time.perf_counter()
+        jobs = await super().dequeue(*args, **kwargs)
+        if CLAIM_LOG is not None:
+            CLAIM_LOG(wall, time.perf_counter() - started, len(jobs))
+        if WAIT_LOG and jobs:
+            now = time.time()
+            waits = "".join(f" {now - job.created.timestamp():.6f}" for job in jobs)
+            with open(WAIT_LOG, "a") as file:
+                file.write(f"{now:.6f}{waits}\n")
         return jobs
-
-    queries.dequeue = timed_dequeue
 
 
 async def serve(setting: str, burst: bool) -> None:
     conn = await psycopg.AsyncConnection.connect(DSN, autocommit=True)
-    manager = pgqueuer.QueueManager(pgqueuer.Queries(pgqueuer.PsycopgDriver(conn)))
-    if log := os.environ.get("BENCH_CLAIM_LOG"):
-        time_dequeue(manager.queries, log)
+    manager = pgqueuer.QueueManager(TimedQueries(pgqueuer.PsycopgDriver(conn)))
 
     @manager.entrypoint("noop")
     async def noop(job: pgqueuer.Job) -> None:
         """Do nothing."""
+
+    @manager.entrypoint("ten_kb")
+    async def ten_kb_job(job: pgqueuer.Job) -> None:
+        ten_kb(int(job.payload or b"0"))
 
     @manager.entrypoint("stamp")
     async def stamp_job(job: pgqueuer.Job) -> None:
@@ -112,6 +150,45 @@ async def serve(setting: str, burst: bool) -> None:
 def work(args: argparse.Namespace) -> None:
     stop_on_sigterm()
     asyncio.run(serve(args.setting, args.burst))
+
+
+def workers(args: argparse.Namespace) -> None:
+    worker_processes(args)
+
+
+def drained(args: argparse.Namespace) -> dict[str, Any]:
+    """The jobs whose success was logged after ``--since`` (epoch seconds) and within
+    ``--window`` s of it (0: no end), the span from ``--since`` to the last of them (at most
+    the window), and the jobs succeeded, failed and left in all."""
+    with psycopg.connect(DSN) as conn:
+        row = conn.execute(
+            """
+            WITH span AS (
+                SELECT to_timestamp(%(since)s) AS since,
+                       CASE WHEN %(window)s > 0
+                            THEN to_timestamp(%(since)s + %(window)s) END AS until
+            ), done AS (
+                SELECT created FROM pgqueuer_log, span
+                WHERE status = 'successful' AND created > span.since
+                  AND (span.until IS NULL OR created <= span.until)
+            )
+            SELECT (SELECT count(*) FROM done),
+                   (SELECT extract(epoch FROM max(created) - min(span.since)) FROM done, span),
+                   (SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'),
+                   (SELECT count(*) FROM pgqueuer_log WHERE status IN ('exception', 'failed')),
+                   (SELECT count(*) FROM pgqueuer)
+            """,
+            {"since": args.since, "window": args.window},
+        ).fetchone()
+    assert row is not None
+    after, span, done, failed, left = row
+    return {
+        "after": int(after),
+        "span": float(span or 0),
+        "succeeded": int(done),
+        "failed": int(failed),
+        "left": int(left),
+    }
 
 
 def succeeded(args: argparse.Namespace) -> dict[str, Any]:

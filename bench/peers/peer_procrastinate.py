@@ -1,4 +1,5 @@
-"""procrastinate, with its psycopg 3 connector and its own schema."""
+"""procrastinate, with its psycopg 3 connector and its own schema. It keeps no results:
+the ``ten_kb`` task builds 10 KB and drops it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import procrastinate
 import psycopg
-from _common import DSN, main, paced, stamp, timed
+from _common import DSN, main, paced, stamp, ten_kb, timed
 
 app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=DSN))
 
@@ -15,6 +16,14 @@ app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=DSN))
 @app.task(name="noop")
 def noop(n: int) -> None:
     """Do nothing."""
+
+
+@app.task(name="ten_kb")
+def ten_kb_task(n: int) -> None:
+    ten_kb(n)
+
+
+TASKS = {"noop": noop, "ten_kb": ten_kb_task}
 
 
 @app.task(name="stamp")
@@ -39,8 +48,8 @@ def enqueue(args: argparse.Namespace) -> dict[str, Any]:
         app.check_connection()  # connect before the clock starts
         if args.bulk:
             task_kwargs: list[dict[str, Any]] = [{"n": n} for n in range(args.jobs)]
-            return timed(lambda: noop.batch_defer(*task_kwargs))
-        return timed(lambda: [noop.defer(n=n) for n in range(args.jobs)])
+            return timed(lambda: TASKS[args.task].batch_defer(*task_kwargs))
+        return timed(lambda: [TASKS[args.task].defer(n=n) for n in range(args.jobs)])
 
 
 def stamps(args: argparse.Namespace) -> dict[str, Any]:

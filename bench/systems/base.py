@@ -29,6 +29,7 @@ class System(ABC):
     skips: ClassVar[frozenset[str]] = frozenset()  # workload keys not run for this system
     on_sqlite: ClassVar[bool] = False  # also runs on the bench's SQLite file (jobqueue does)
     on_mysql: ClassVar[bool] = False  # also runs on MariaDB (jobqueue does)
+    keeps_results: ClassVar[bool] = False  # stores what a handler returns (W13's 10 KB)
 
     @abstractmethod
     def setup(self) -> None:
@@ -43,8 +44,9 @@ class System(ABC):
         """Enqueue ``jobs`` no-op jobs, one call (and one autocommit) each."""
 
     @abstractmethod
-    def enqueue_bulk(self, jobs: int) -> None:
-        """Enqueue ``jobs`` no-op jobs with the system's bulk API."""
+    def enqueue_bulk(self, jobs: int, task: str = "noop") -> None:
+        """Enqueue ``jobs`` jobs with the system's bulk API: no-op jobs, or (``"ten_kb"``,
+        W13) jobs that build 10 KB and return it (or drop it, without :attr:`keeps_results`)."""
 
     def time_enqueue(self, jobs: int, bulk: bool) -> float:
         """Seconds to enqueue ``jobs`` no-op jobs, one by one or in one bulk call."""
@@ -82,6 +84,18 @@ class System(ABC):
     @abstractmethod
     def succeeded(self) -> int:
         """How many jobs have succeeded."""
+
+    def wait_succeeded(self, jobs: int, within: float) -> int:
+        """How many jobs have succeeded, once ``jobs`` have or ``within`` s have passed."""
+        deadline = time.monotonic() + within
+        while (done := self.succeeded()) < jobs and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return done
+
+    @abstractmethod
+    def serving(self, pid: int) -> bool:
+        """True once the worker process ``pid`` has started up: it has registered or
+        connected to the system's database."""
 
     def drain_in_process(self, concurrency: int) -> None:
         """Drain the queue with a worker in this process, so its statements can be counted."""

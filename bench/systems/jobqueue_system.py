@@ -36,6 +36,7 @@ class JobqueueSystem(System):
     counts_statements: ClassVar[bool] = True
     on_sqlite: ClassVar[bool] = True
     on_mysql: ClassVar[bool] = True
+    keeps_results: ClassVar[bool] = True
     drain_settings: ClassVar[dict[str, str]] = {
         "default": "`runjobs`: the default pool (concurrency 4, prefetch 64)",
         "tuned": "`runjobs --concurrency 16` (prefetch 256)",
@@ -62,10 +63,10 @@ class JobqueueSystem(System):
         for n in range(jobs):
             noop.enqueue(n)
 
-    def enqueue_bulk(self, jobs: int) -> None:
-        from bench.benchapp.tasks import noop
+    def enqueue_bulk(self, jobs: int, task: str = "noop") -> None:
+        from bench.benchapp import tasks
 
-        noop.enqueue_many([(n,) for n in range(jobs)])
+        getattr(tasks, task).enqueue_many([(n,) for n in range(jobs)])
 
     def stamp(self, start: int, jobs: int, interval: float) -> list[float]:
         from bench.benchapp.tasks import stamp
@@ -90,6 +91,10 @@ class JobqueueSystem(System):
 
     def succeeded(self) -> int:
         return Job.objects.filter(status=states.SUCCEEDED).count()
+
+    def serving(self, pid: int) -> bool:
+        """Its worker row is written."""
+        return Worker.objects.filter(pid=pid).exists()
 
     def drain_in_process(self, concurrency: int) -> None:
         exit_code = JobWorker(burst=True, concurrency=concurrency).run()

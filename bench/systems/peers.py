@@ -136,14 +136,14 @@ class Peer(System):
         """The command line of one driver command."""
         return [str(self.python), str(PEERS / self.driver), command, *options]
 
-    def call(self, command: str, *options: str) -> dict[str, Any]:
+    def call(self, command: str, *options: str, timeout: float = 600) -> dict[str, Any]:
         proc = subprocess.run(
             self.command(command, *options),
             env=self.worker_env(),
             cwd=REPO,
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=timeout,
             check=False,
         )
         if proc.returncode:
@@ -163,8 +163,8 @@ class Peer(System):
     def enqueue_one_by_one(self, jobs: int) -> None:
         self.call("enqueue", "--jobs", str(jobs))
 
-    def enqueue_bulk(self, jobs: int) -> None:
-        self.call("enqueue", "--jobs", str(jobs), "--bulk")
+    def enqueue_bulk(self, jobs: int, task: str = "noop") -> None:
+        self.call("enqueue", "--jobs", str(jobs), "--bulk", "--task", task)
 
     def time_enqueue(self, jobs: int, bulk: bool) -> float:
         """Timed inside the driver: its interpreter start-up and imports are not counted."""
@@ -193,6 +193,25 @@ class Peer(System):
 
     def succeeded(self) -> int:
         return int(self.call("succeeded")["succeeded"])
+
+    def wait_succeeded(self, jobs: int, within: float) -> int:
+        """Counted by one driver process, on its connection, not one process per count."""
+        options = ["--jobs", str(jobs), "--within", str(within)]
+        return int(self.call("wait", *options, timeout=within + 120)["succeeded"])
+
+    def serving(self, pid: int) -> bool:
+        """A client has connected to the peer's own database, which only its worker uses
+        while it runs (the driver's other commands have exited); PostgreSQL only."""
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s"
+                " AND backend_type = 'client backend'",
+                [self.database()],
+            )
+            (clients,) = cursor.fetchone()
+        return bool(clients)
 
     def versions(self) -> dict[str, str]:
         return dict(self.call("versions")["versions"])
@@ -244,6 +263,7 @@ class DjangoTasksDb(Peer):
     dbname = "django_tasks_db_bench"
     env = {"DJANGO_SETTINGS_MODULE": "dtdb_settings"}
     slow = True
+    keeps_results = True  # the task's return value, in DBTaskResult.return_value
     skips = frozenset({"W2"})  # django.tasks has no bulk enqueue
     on_sqlite = True  # its documented SQLite set-up: WAL, IMMEDIATE transactions
     on_mysql = True  # through Django's MySQL backend, with mysqlclient
@@ -261,6 +281,7 @@ class Raw(Peer):
     driver = "peer_raw.py"
     dbname = "raw_bench"
     env = {"BENCH_RAW_BATCH": "1"}
+    skips = frozenset({"W13"})  # a baseline of the drain, not a queue's worker
     drain_settings = {
         "default": "1 job per transaction, 1 thread",
         "tuned": "1 job per transaction, 4 threads",
@@ -276,7 +297,7 @@ class RawBatched(Raw):
     name = "raw-100"
     dbname = "raw_bench"
     env = {"BENCH_RAW_BATCH": "100"}
-    skips = frozenset({"W1", "W2", "W4", "W5"})  # the same code as raw-1 there
+    skips = frozenset({"W1", "W2", "W4", "W5", "W13"})  # the same code as raw-1 there
     drain_settings = {
         "default": "100 jobs per statement, 1 thread",
         "tuned": "100 jobs per statement, 4 threads",
