@@ -29,13 +29,16 @@ URLS = {
 }
 T = TypeVar("T")
 ATTEMPTS = 3  # per run of a workload on a system
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W9", "W10", "W11", "W12", "W13")
+WORKLOADS = (
+    "W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13"
+)  # fmt: skip
 # Workloads with a table of their own, of jobqueue alone (W11's raw-100 row is the driver's
 # code run in the bench process), on PostgreSQL only; W9 and W10 add the peers of PEERED.
 ALONE = ("W6", "W9", "W10", "W11", "W12")
-PEERED = {"W9": ("pgqueuer",), "W10": ("pgqueuer",)}
+# W8 runs jobqueue, then pgqueuer if it is in --systems, each in a table of its own.
+PEERED = {"W8": ("pgqueuer",), "W9": ("pgqueuer",), "W10": ("pgqueuer",)}
 # Workloads with a table of their own, of every system that takes part, on PostgreSQL only.
-OWN_TABLE = (*ALONE, "W13")
+OWN_TABLE = (*ALONE, "W8", "W13")
 QUICK = {  # --quick: about 3-4 minutes
     "jobs": 2_000,
     "slow_jobs": 300,
@@ -55,6 +58,8 @@ QUICK = {  # --quick: about 3-4 minutes
     "processes_jobs": 2_000,
     "memory_jobs": 10_000,
     "memory_slow_jobs": 500,
+    "churn_minutes": 3.0,
+    "churn_probe_jobs": 3_000,
 }
 
 
@@ -71,6 +76,16 @@ def at_least(low: int) -> Callable[[str], int]:
 
 
 positive = at_least(1)
+
+
+def above_zero(text: str) -> float:
+    """An argparse ``type``: a number above 0."""
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {value:g}")
+    return value
+
+
 # W12 renders page 100 of the changelist, whose pages have 50 jobs (JobAdmin.list_per_page).
 ADMIN_MIN_JOBS = 100 * 50
 
@@ -128,7 +143,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=list(WORKLOADS),
         help="these workloads (W6 a large table, W9 more processes, W10 a big backlog, W11 the "
         "drain floor, W12 the admin's pages: jobqueue alone, and pgqueuer in W9 and W10 if "
-        "it is in --systems; W13 a worker's memory, every system but the raw baselines; all "
+        "it is in --systems; W8 sustained churn, jobqueue then pgqueuer if it is in "
+        "--systems; W13 a worker's memory, every system but the raw baselines; all "
         "PostgreSQL only)",
     )
     parser.add_argument(
@@ -168,6 +184,42 @@ def parse(argv: list[str]) -> argparse.Namespace:
         type=positive,
         default=7 * 24 * 60,
         help="minutes of dashboard history loaded (4 workers x 10 tasks each)",
+    )
+    churn = parser.add_argument_group("W8: sustained churn")
+    churn.add_argument(
+        "--churn-minutes",
+        type=above_zero,
+        default=30.0,
+        help="minutes of paced enqueue and drain for each system (a fraction is allowed)",
+    )
+    churn.add_argument(
+        "--churn-share",
+        type=above_zero,
+        default=0.7,
+        help="the enqueue rate, as a share of the drain rate measured first",
+    )
+    churn.add_argument(
+        "--churn-rate",
+        type=above_zero,
+        help="a fixed enqueue rate, jobs/s, instead of --churn-share of the measured drain "
+        "rate: runs on a busy machine compare then",
+    )
+    churn.add_argument(
+        "--churn-interval",
+        type=above_zero,
+        default=60.0,
+        help="s per sample (a row of the table); finished jobs are kept this long",
+    )
+    churn.add_argument(
+        "--churn-probe-jobs",
+        type=positive,
+        default=5_000,
+        help="jobs drained by one burst worker to measure the drain rate first",
+    )
+    churn.add_argument(
+        "--churn-vacuum",
+        action="store_true",
+        help="VACUUM the jobs tables after each prune, in place of autovacuum",
     )
     more = parser.add_argument_group("W9: more processes")
     more.add_argument("--processes-jobs", type=positive, default=10_000, help="jobs per drain")
@@ -413,6 +465,7 @@ def run(
     from bench import (
         admin_changelist,
         backlog,
+        churn,
         floor,
         idle,
         large_table,
@@ -435,9 +488,9 @@ def run(
         log = MariaDBLog.find(config)
         if log is None:
             progress("cannot read MariaDB's general log file: no W5, no server-counted W7")
-        progress("MariaDB: no W6, W9, W10, W11, W12 or W13")
+        progress("MariaDB: no W6, W8, W9, W10, W11, W12 or W13")
     else:
-        progress("SQLite: no W5, W6, W9, W10, W11, W12 or W13, no server-counted W7")
+        progress("SQLite: no W5, W6, W8, W9, W10, W11, W12 or W13, no server-counted W7")
 
     measured: list[report.Measured] = []
     retried: list[str] = []
@@ -530,6 +583,22 @@ def run(
                 args.memory_slow_jobs,
                 lambda what, block: again_on_error(what, block, retried),
             )
+        )
+
+    if "W8" in args.only and connection.vendor == "postgresql":
+        progress("W8: sustained churn, one system after the other")
+        tables += again_on_error(
+            "W8",
+            lambda: churn.churn(
+                under_test,
+                args.churn_minutes,
+                args.churn_share,
+                args.churn_rate,
+                args.churn_interval,
+                args.churn_probe_jobs,
+                args.churn_vacuum,
+            ),
+            retried,
         )
 
     for system in under_test:

@@ -79,6 +79,13 @@ NOTES: list[tuple[tuple[str, ...], str]] = [
         "jobqueue's statement and worker; the admin's pages on a large table.",
     ),
     (
+        ("W8",),
+        "W8 (PostgreSQL) runs jobqueue and pgqueuer one after the other, each on its own "
+        "database, as subprocesses of the bench: one worker serving for --churn-minutes, fed "
+        "by a paced enqueuer at --churn-share of the drain rate measured first, finished "
+        "jobs pruned by the bench once an interval (bench/churn.py says how, and why).",
+    ),
+    (
         ("W9",),
         "W9 (PostgreSQL) runs jobqueue's `runjobs` as subprocesses of the bench: one "
         "supervisor whose default pool has N processes, beside N pgqueuer worker processes "
@@ -103,8 +110,8 @@ class Measured:
 @dataclass
 class Table:
     """A workload's own table, for the workloads that compare something other than the
-    systems (W6: a table with and without finished rows; W9: numbers of processes; W11: drains;
-    W12: admin pages; W13: memory)."""
+    systems (W6: a table with and without finished rows; W8: minutes of churn; W9: numbers of
+    processes; W11: drains; W12: admin pages; W13: memory)."""
 
     key: str
     title: str

@@ -622,6 +622,47 @@ def test_the_backlog_workload_drains_each_backlog_with_one_and_four_supervisors(
 
 
 @pytest.mark.process
+def test_the_churn_workload_samples_each_interval_and_runs_every_job(postgresql_only):
+    output = run_script(
+        "run.py",
+        "--database-url",
+        bench_database_url("churn_bench"),
+        "--only",
+        "W8",
+        "--systems",
+        "jobqueue",
+        "--churn-minutes",
+        "0.2",
+        "--churn-interval",
+        "3",
+        "--churn-probe-jobs",
+        "100",
+        "--churn-share",
+        "0.1",
+        "--no-write",
+    )
+    headings, *rows = section(output, "W8")
+    assert headings[:3] == ["minute", "jobs/s", "pending"]
+    # The table's size, then one column per index of the jobs table, the claim index's
+    # among them; the claim's scan of that index, read with EXPLAIN each interval.
+    sizes = headings.index("jobqueue_job, MiB")
+    assert "claim, MiB" in headings[sizes + 1 :]
+    assert "claim scan, buffers" in headings[:sizes]
+    assert [row[0] for row in rows] == ["0.05", "0.1", "0.15", "0.2"]  # 12 s, every 3 s
+    # Every interval's claims were timed in the worker.
+    assert all(int(row[5].replace(",", "")) > 0 for row in rows)
+    # The workload checks that every job enqueued succeeded (pruned or left) and fails on
+    # a shortfall; the summaries compare the first third with the last.
+    summary = section(output[output.index("## W8: sustained churn: the last window") :], "W8")
+    assert [row[:2] for row in summary[1:3]] == [
+        ["jobqueue", "drain, jobs/s"],
+        ["jobqueue", "claim p50, ms"],
+    ]
+    assert "## W8: sustained churn: each relation's size over the last half" in output
+    assert "pgqueuer" not in output.split("## Notes")[0]
+
+
+@pytest.mark.process
 def test_the_processes_workload_drains_with_each_number_of_processes(postgresql_only):
     output = run_script(
         "run.py",

@@ -56,6 +56,31 @@ def paced(start: int, jobs: int, interval: float, enqueue: Callable[[int], objec
     return committed
 
 
+def paced_batches(
+    rate: float, seconds: float, start_at: float, tick: float, enqueue: Callable[[int], object]
+) -> dict[str, Any]:
+    """W8's enqueuer: ``rate`` jobs a second for ``seconds`` from the wall-clock time
+    ``start_at``, one batch every ``tick`` s paced on the clock. Each batch brings the count
+    up to what the clock says is due, so a slow call is caught up by the next batch.
+    ``enqueue(k)`` enqueues ``k`` jobs in one call. Returns the jobs enqueued, the seconds
+    from ``start_at`` to the last commit, and how late the latest batch started."""
+    total = round(rate * seconds)
+    sent, late, i = 0, 0.0, 0
+    while sent < total:
+        at = start_at + i * tick
+        delay = at - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        else:
+            late = max(late, -delay)
+        i += 1
+        due = min(total, round(rate * tick * i))
+        if due > sent:
+            enqueue(due - sent)
+            sent = due
+    return {"enqueued": sent, "seconds": time.time() - start_at, "late": late}
+
+
 def timed(block: Callable[[], object]) -> dict[str, Any]:
     start = time.perf_counter()
     block()
@@ -129,6 +154,7 @@ COMMANDS = {
     "drained": "drained",
     "succeeded": "succeeded",
     "versions": "versions",
+    "churn-enqueue": "churn_enqueue",  # W8's paced enqueuer; only drivers with W8 have it
 }
 
 
@@ -155,6 +181,10 @@ def main(driver: dict[str, Any]) -> None:
     parser.add_argument("--start", type=int, default=0, help="stamp: the first job's number")
     parser.add_argument("--interval", type=float, default=0.0, help="stamp: seconds apart")
     parser.add_argument("--within", type=float, default=5.0, help="wait: at most seconds")
+    parser.add_argument("--rate", type=float, default=0.0, help="churn-enqueue: jobs/s")
+    parser.add_argument("--seconds", type=float, default=0.0, help="churn-enqueue: for how long")
+    parser.add_argument("--start-at", type=float, default=0.0, help="churn-enqueue: wall clock")
+    parser.add_argument("--tick", type=float, default=0.05, help="churn-enqueue: s per batch")
     args = parser.parse_args()
     reply = commands[args.command](args)
     if reply is not None:

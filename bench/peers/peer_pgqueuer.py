@@ -4,7 +4,8 @@
 For W9 and W10: ``enqueue --bulk --batch`` enqueues a backlog in calls of ``--batch``,
 ``workers --processes N`` runs N worker processes (pgqueuer has no supervisor), a worker
 with ``BENCH_CLAIM_LOG`` set times each of its dequeues (:class:`TimedQueries`), and
-``drained`` gives the rate from ``pgqueuer_log``'s rows.
+``drained`` gives the rate from ``pgqueuer_log``'s rows. For W8: ``churn-enqueue``, a
+paced enqueuer, and ``BENCH_WAIT_LOG``, each dequeued job's wait since its enqueue.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from _common import (
     claim_logger,
     main,
     paced,
+    paced_batches,
     stamp,
     stop_on_sigterm,
     ten_kb,
@@ -35,6 +37,7 @@ from pgqueuer.domain.types import QueueExecutionMode
 
 BATCH_SIZE = {"default": 10, "tuned": 100}
 CLAIM_LOG = claim_logger(os.environ.get("BENCH_CLAIM_LOG"))
+WAIT_LOG = os.environ.get("BENCH_WAIT_LOG")
 
 
 def setup(args: argparse.Namespace) -> None:
@@ -90,15 +93,35 @@ def stamps(args: argparse.Namespace) -> dict[str, Any]:
     return {"committed": committed}
 
 
+def churn_enqueue(args: argparse.Namespace) -> dict[str, Any]:
+    """W8: ``--rate`` jobs a second for ``--seconds``, a list enqueue every ``--tick`` s."""
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        queries = SyncQueries(SyncPsycopgDriver(conn))
+        numbers = iter(range(1, 1 << 62))
+
+        def batch(k: int) -> None:
+            payloads: list[bytes | None] = [str(next(numbers)).encode() for _ in range(k)]
+            queries.enqueue(["noop"] * k, payloads, [0] * k)
+
+        return paced_batches(args.rate, args.seconds, args.start_at, args.tick, batch)
+
+
 class TimedQueries(pgqueuer.Queries):
     """pgqueuer's queries, with each dequeue (its one claim statement) timed as the worker
-    waits for it, round trip included, and appended to ``BENCH_CLAIM_LOG``."""
+    waits for it, round trip included, and appended to ``BENCH_CLAIM_LOG``; with
+    ``BENCH_WAIT_LOG`` (W8), also how long each job it returned had waited since its
+    enqueue, one line per dequeue: ``<wall clock at its end> <each job's wait>...``."""
 
     async def dequeue(self, *args: Any, **kwargs: Any) -> list[pgqueuer.Job]:
         wall, started = time.time(), time.perf_counter()
         jobs = await super().dequeue(*args, **kwargs)
         if CLAIM_LOG is not None:
             CLAIM_LOG(wall, time.perf_counter() - started, len(jobs))
+        if WAIT_LOG and jobs:
+            now = time.time()
+            waits = "".join(f" {now - job.created.timestamp():.6f}" for job in jobs)
+            with open(WAIT_LOG, "a") as file:
+                file.write(f"{now:.6f}{waits}\n")
         return jobs
 
 
