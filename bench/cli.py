@@ -458,6 +458,11 @@ def run(
             if args.prepared
             else "off in jobqueue and django-tasks-db (Django's default)"
         )
+        if report.autovacuum_off() and {"W8", "W10"} & set(args.only):
+            progress(
+                "autovacuum is off on this server: nothing vacuums the tables W8 and W10 "
+                "churn, unlike a server at PostgreSQL's defaults"
+            )
     started = time.monotonic()
     for name in args.systems:
         under_test.append(available[name]())

@@ -208,6 +208,7 @@ def machine() -> dict[str, str]:
     }
     if connection.vendor == "postgresql":
         info["psycopg"] = metadata.version("psycopg")
+        info["server settings"] = server_settings()
     if connection.vendor == "mysql":
         info["mysqlclient"] = metadata.version("mysqlclient")
         info["isolation level"] = str(connection.settings_dict["OPTIONS"]["isolation_level"])
@@ -222,6 +223,27 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+# The PostgreSQL settings that move the figures most: whether anything vacuums the tables
+# (W8 and W10 depend on it), the buffer cache, and how a commit waits for the disk.
+SETTINGS = ("autovacuum", "shared_buffers", "synchronous_commit", "fsync", "data_directory")
+
+
+def server_settings() -> str:
+    with connection.cursor() as cursor:
+        shown = []
+        for name in SETTINGS:
+            cursor.execute(f"SHOW {name}")
+            shown.append(f"{name} {cursor.fetchone()[0]}")
+    return ", ".join(shown)
+
+
+def autovacuum_off() -> bool:
+    """Whether the PostgreSQL server under the bench has autovacuum turned off."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW autovacuum")
+        return str(cursor.fetchone()[0]) == "off"
 
 
 def database_version() -> str:

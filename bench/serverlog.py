@@ -41,8 +41,12 @@ class ServerLog:
         """The server's log file if this process can read it (``BENCH_SERVER_LOG`` overrides)."""
         with psycopg.connect(f"{server_url}/postgres") as conn:
             row = conn.execute("SHOW server_version_num").fetchone()
+            data = conn.execute("SHOW data_directory").fetchone()
         major = int(row[0]) // 10000 if row else 0
-        default = f"/var/log/postgresql/postgresql-{major}-main.log"
+        # Debian's clusters live in /var/lib/postgresql/<major>/<cluster> and log to
+        # /var/log/postgresql/postgresql-<major>-<cluster>.log.
+        cluster = Path(str(data[0])).name if data else "main"
+        default = f"/var/log/postgresql/postgresql-{major}-{cluster}.log"
         path = Path(os.environ.get("BENCH_SERVER_LOG", default))
         return cls(path, server_url) if os.access(path, os.R_OK) else None
 
