@@ -322,11 +322,16 @@ def passed_on(argv: list[str]) -> list[str]:
     return kept
 
 
-def companion_section(name: str, argv: list[str], systems: list[str]) -> str:
-    """Run companion ``name`` with this run's sizes; its report, one heading level down."""
+def companion_section(
+    name: str, argv: list[str], systems: list[str], database_url: str | None
+) -> str:
+    """Run companion ``name`` with this run's sizes (the prepared-statements one on this
+    run's database too); its report, one heading level down."""
     extra, heading = COMPANIONS[name]
     wanted = [s for s in systems if name != "prepared" or s in PREPARED_SYSTEMS]
     command = [*passed_on(argv), *extra, "--systems", *wanted, "--no-write", "--also"]
+    if name == "prepared" and database_url:
+        command += ["--database-url", database_url]  # the same server: only binding changes
     progress(f"companion run: python bench/run.py {' '.join(command)}")
     done = subprocess.run(
         [sys.executable, str(REPO / "bench" / "run.py"), *command],
@@ -403,7 +408,7 @@ def main(argv: list[str] | None = None) -> None:
     given = sys.argv[1:] if argv is None else argv
     vendor = "postgresql" if config["ENGINE"] == database.POSTGRESQL else "other"
     for name in companions(args, vendor):
-        section = companion_section(name, given, args.systems)
+        section = companion_section(name, given, args.systems, args.database_url)
         print("\n" + section)  # after the report's own lines, one blank line apart
         text = text.rstrip("\n") + "\n\n" + section.rstrip("\n")
     if output is not None:

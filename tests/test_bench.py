@@ -485,6 +485,8 @@ def test_a_run_takes_its_companions_sections_with_its_own_sizes(postgresql_only,
     assert output.index("| W2 |") < len(output) - len(prepared)
     assert "## Results" in prepared and "| W1 |" in prepared and "| W4 |" in prepared
     assert "- prepared statements: on in jobqueue" in prepared[: len(prepared) - len(sqlite)]
+    # On this run's database: only the binding changes, not the server.
+    assert "--database-url " + bench_database_url("companion_bench") in prepared
     assert "(sqlite)" in sqlite and "| W4 |" in sqlite
     # The companions took this run's sizes: 20 jobs, one run each.
     assert "enqueue 20 jobs" in sqlite and "median of 1 runs" in sqlite
