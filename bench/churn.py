@@ -253,19 +253,14 @@ class JobqueueChurner(Churner):
         return rate
 
     def worker(self, claim_log: Path, retention: float) -> subprocess.Popen[bytes]:
-        env = {
-            **self.system.worker_env(),
-            "DJANGO_SETTINGS_MODULE": "bench.churn_settings",
-            "BENCH_CLAIM_LOG": str(claim_log),
-            "BENCH_CHURN_RETENTION": str(retention),
-        }
-        out = (self.folder / "worker.log").open("w")
-        return subprocess.Popen(
-            self.system.worker_command("default", burst=False),
-            env=env,
-            cwd=REPO,
-            stdout=out,
-            stderr=subprocess.STDOUT,
+        return _serve(
+            self.system,
+            self.folder,
+            {
+                "DJANGO_SETTINGS_MODULE": "bench.churn_settings",
+                "BENCH_CLAIM_LOG": str(claim_log),
+                "BENCH_CHURN_RETENTION": str(retention),
+            },
         )
 
     def enqueuer(self, rate: float, seconds: float, start_at: float) -> subprocess.Popen[str]:
@@ -371,18 +366,10 @@ class PgqueuerChurner(Churner):
         return float(done) / max(float(span or 0), 1e-3)
 
     def worker(self, claim_log: Path, retention: float) -> subprocess.Popen[bytes]:
-        env = {
-            **self.system.worker_env(),
-            "BENCH_CLAIM_LOG": str(claim_log),
-            "BENCH_WAIT_LOG": str(self.waits),
-        }
-        out = (self.folder / "worker.log").open("w")
-        return subprocess.Popen(
-            self.system.worker_command("default", burst=False),
-            env=env,
-            cwd=REPO,
-            stdout=out,
-            stderr=subprocess.STDOUT,
+        return _serve(
+            self.system,
+            self.folder,
+            {"BENCH_CLAIM_LOG": str(claim_log), "BENCH_WAIT_LOG": str(self.waits)},
         )
 
     def enqueuer(self, rate: float, seconds: float, start_at: float) -> subprocess.Popen[str]:
@@ -909,3 +896,16 @@ def _enqueue_main(argv: list[str]) -> None:
 if __name__ == "__main__":
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
     _enqueue_main(sys.argv[1:])
+
+
+def _serve(system: System, folder: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """ONE worker of ``system`` at default settings, serving, with ``env`` added to its
+    environment and its output in ``folder/worker.log``."""
+    out = (folder / "worker.log").open("w")
+    return subprocess.Popen(
+        system.worker_command("default", burst=False),
+        env={**system.worker_env(), **env},
+        cwd=REPO,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
