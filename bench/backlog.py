@@ -93,7 +93,7 @@ def _jobqueue_drain(size: int, supervisors: int, window: float) -> dict[str, flo
         claim_log = Path(folder) / "claims"
         stopped = drains.run([command] * supervisors, env, claim_log, supervisors, window)
         logged = drains.claims(claim_log)
-    rate = drains.jobqueue_rate(window)
+    rate = drains.jobqueue_rate(window, since=drains.all_started(logged, supervisors))
     what = f"jobqueue, {size:,} jobs, {supervisors} supervisor(s)"
     return {**drains.checked(rate, size, stopped, what), **drains.percentiles(logged)}
 
@@ -138,8 +138,8 @@ def _table(
                         f"{size:,}",
                         str(workers),
                         number(measured["jobs/s"], "jobs/s"),
-                        ratio(measured["jobs/s"] / figures[name, smallest, workers]["jobs/s"]),
-                        ratio(measured["jobs/s"] / alone),
+                        _share(measured["jobs/s"], figures[name, smallest, workers]["jobs/s"]),
+                        _share(measured["jobs/s"], alone),
                         f"{measured['after']:,.0f}",
                         number(measured["p50"], "ms"),
                         number(measured["p99"], "ms"),
@@ -183,3 +183,9 @@ def _table(
         rows=rows,
         left=3 if several else 2,
     )
+
+
+def _share(rate: float, of: float) -> str:
+    """``rate`` as a share of ``of``; n/a if ``of`` counted no job (a drain stopped before
+    anything was counted must not end the run)."""
+    return ratio(rate / of) if of else "n/a"

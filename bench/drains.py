@@ -129,11 +129,17 @@ def run(
     return stopped
 
 
-def jobqueue_rate(window: float | None = None) -> dict[str, float]:
+def jobqueue_rate(window: float | None = None, since: float | None = None) -> dict[str, float]:
     """jobqueue's drain from its rows: the jobs that finished after every worker had started
     its first job (and within ``window`` s of that moment), over the time from then to the
     last of them; so that several workers' start-ups, which take turns on the cores, are
-    not counted as a slower drain. With the jobs succeeded and failed in all."""
+    not counted as a slower drain. With the jobs succeeded and failed in all.
+
+    ``since`` (epoch seconds), when given, is that moment as the claim log saw it
+    (:func:`all_started`), which the stop of a windowed drain was timed from: the rows'
+    moment is the latest first start of any worker id they name, which a worker that
+    started its first job as the drain was being stopped would move to the window's end,
+    leaving almost nothing counted."""
     from django.db import connection
 
     from jobqueue.models import Job
@@ -147,8 +153,8 @@ def jobqueue_rate(window: float | None = None) -> dict[str, float]:
         [(done, failed)] = cursor.fetchall()
         cursor.execute(
             f"""
-            WITH first AS (SELECT max(began) AS at FROM (
-                SELECT min(started_at) AS began FROM {table} GROUP BY worker) AS each),
+            WITH first AS (SELECT coalesce(to_timestamp(%(since)s::float8), max(began)) AS at
+                FROM (SELECT min(started_at) AS began FROM {table} GROUP BY worker) AS each),
             done AS (
                 SELECT finished_at FROM {table}, first WHERE finished_at > first.at
                 AND (%(window)s::float8 IS NULL
@@ -156,7 +162,7 @@ def jobqueue_rate(window: float | None = None) -> dict[str, float]:
             SELECT count(*), extract(epoch FROM max(finished_at) - (SELECT at FROM first))
             FROM done
             """,
-            {"window": window},
+            {"window": window, "since": since},
         )
         [(after, span)] = cursor.fetchall()
     connection.close()
