@@ -136,10 +136,13 @@ def jobqueue_rate(window: float | None = None, since: float | None = None) -> di
     not counted as a slower drain. With the jobs succeeded and failed in all.
 
     ``since`` (epoch seconds), when given, is that moment as the claim log saw it
-    (:func:`all_started`), which the stop of a windowed drain was timed from: the rows'
-    moment is the latest first start of any worker id they name, which a worker that
-    started its first job as the drain was being stopped would move to the window's end,
-    leaving almost nothing counted."""
+    (:func:`all_started`), which the stop of a windowed drain was timed from; the earlier
+    of the two moments counts. Each can only come late: the rows' moment is the latest
+    first start of any worker id they name, which a worker that started its first job as
+    a windowed drain was being stopped moves to the window's end, leaving almost nothing
+    counted; the log's counts a claim that found nothing as one that claimed (jobqueue's
+    claim returns one row then), which a worker that first looked once the others had
+    drained a small queue moves past the last finish."""
     from django.db import connection
 
     from jobqueue.models import Job
@@ -153,7 +156,7 @@ def jobqueue_rate(window: float | None = None, since: float | None = None) -> di
         [(done, failed)] = cursor.fetchall()
         cursor.execute(
             f"""
-            WITH first AS (SELECT coalesce(to_timestamp(%(since)s::float8), max(began)) AS at
+            WITH first AS (SELECT least(to_timestamp(%(since)s::float8), max(began)) AS at
                 FROM (SELECT min(started_at) AS began FROM {table} GROUP BY worker) AS each),
             done AS (
                 SELECT finished_at FROM {table}, first WHERE finished_at > first.at
