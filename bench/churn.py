@@ -190,9 +190,12 @@ class Churner(ABC):
     @abstractmethod
     def failed(self) -> int: ...
 
-    @abstractmethod
     def claims(self, claim_log: Path) -> list[tuple[float, float, list[float]]]:
-        """Each timed claim: wall clock at its end, seconds, the waits of the jobs it got."""
+        """Each timed claim: wall clock at its end, seconds, the waits of the jobs it got.
+        The claim log is W9's and W10's (:func:`bench.drains.claims` reads it)."""
+        from bench import drains
+
+        return [(c.at + c.seconds, c.seconds, []) for c in drains.claims(claim_log)]
 
     @abstractmethod
     def settings(self) -> str:
@@ -317,13 +320,6 @@ class JobqueueChurner(Churner):
         )
         return int(count)
 
-    def claims(self, claim_log: Path) -> list[tuple[float, float, list[float]]]:
-        if not claim_log.exists():
-            return []
-        # ``<pid> <seconds> <wall clock at its start> <jobs>`` (bench/backlog_settings.py)
-        lines = (line.split() for line in claim_log.read_text().splitlines())
-        return [(float(at) + float(seconds), float(seconds), []) for _, seconds, at, _ in lines]
-
     def settings(self) -> str:
         return (
             "one `runjobs --pool default` supervisor (concurrency 4, prefetch 64), not burst; "
@@ -425,14 +421,9 @@ class PgqueuerChurner(Churner):
         return int(count)
 
     def claims(self, claim_log: Path) -> list[tuple[float, float, list[float]]]:
-        if not claim_log.exists():
-            return []
-        # ``<pid> <seconds> <wall clock at its start> <jobs>`` (the driver's claim_logger),
-        # and in the wait log ``<wall clock> <each job's wait>...`` per dequeue with jobs.
-        found = []
-        for line in claim_log.read_text().splitlines():
-            _, seconds, at, _ = line.split()
-            found.append((float(at) + float(seconds), float(seconds), []))
+        # The claim log, as jobqueue's; and the wait log: ``<wall clock> <each job's
+        # wait>...`` per dequeue with jobs.
+        found = super().claims(claim_log)
         if self.waits.exists():
             for line in self.waits.read_text().splitlines():
                 at, *waits = line.split()

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -286,15 +287,30 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-# Companion runs: the arguments each adds to this run's, and its section's heading. Each is
-# `python bench/run.py` again in a process of its own (its own settings: prepared statements
-# are read at start-up, SQLite is another database), with this run's sizes.
+@dataclass(frozen=True)
+class Companion:
+    """A run of its own whose report becomes a section of this one: ``python bench/run.py``
+    again in a process of its own (its own settings: prepared statements are read at
+    start-up, SQLite is another database), with this run's sizes."""
+
+    arguments: tuple[str, ...]  # added to this run's
+    heading: str
+    # The systems it compares, of this run's (None: all); whether it runs on this run's
+    # database (only the binding changes) or chooses its own.
+    systems: tuple[str, ...] | None = None
+    same_database: bool = False
+
+
 COMPANIONS = {
-    "prepared": (
-        ["--prepared", "--only", "W1", "W2", "W3", "W4"],
+    "prepared": Companion(
+        ("--prepared", "--only", "W1", "W2", "W3", "W4"),
         "With prepared statements (`--prepared`)",
+        # The Django projects it changes, and the fastest peer, whose psycopg prepares by
+        # default.
+        systems=("jobqueue", "django-tasks-db", "pgqueuer"),
+        same_database=True,
     ),
-    "sqlite": (["--database", "sqlite"], "On SQLite (`--database sqlite`)"),
+    "sqlite": Companion(("--database", "sqlite"), "On SQLite (`--database sqlite`)"),
 }
 # Options of this run a companion does not take over: it chooses its own.
 NOT_PASSED_ON = {"--database", "--database-url", "--output", "--also", "--only", "--systems"}
@@ -325,13 +341,13 @@ def passed_on(argv: list[str]) -> list[str]:
 def companion_section(
     name: str, argv: list[str], systems: list[str], database_url: str | None
 ) -> str:
-    """Run companion ``name`` with this run's sizes (the prepared-statements one on this
-    run's database too); its report, one heading level down."""
-    extra, heading = COMPANIONS[name]
-    wanted = [s for s in systems if name != "prepared" or s in PREPARED_SYSTEMS]
-    command = [*passed_on(argv), *extra, "--systems", *wanted, "--no-write", "--also"]
-    if name == "prepared" and database_url:
-        command += ["--database-url", database_url]  # the same server: only binding changes
+    """Run companion ``name`` with this run's sizes; its report, one heading level down."""
+    companion = COMPANIONS[name]
+    wanted = [s for s in systems if companion.systems is None or s in companion.systems]
+    command = [*passed_on(argv), *companion.arguments, "--systems", *wanted, "--no-write"]
+    command.append("--also")  # no companions of its own
+    if companion.same_database and database_url:
+        command += ["--database-url", database_url]
     progress(f"companion run: python bench/run.py {' '.join(command)}")
     done = subprocess.run(
         [sys.executable, str(REPO / "bench" / "run.py"), *command],
@@ -345,12 +361,7 @@ def companion_section(
     report = done.stdout[done.stdout.index("# ") :]  # past anything printed before it
     title, *rest = report.splitlines()
     lines = ["#" + line if line.startswith("#") else line for line in rest]
-    return "\n".join([f"# {heading}", "", title.lstrip("# ") + ".", *lines])
-
-
-# The systems a prepared-statements run compares: the Django projects it changes, and the
-# fastest peer, whose psycopg prepares by default.
-PREPARED_SYSTEMS = ("jobqueue", "django-tasks-db", "pgqueuer")
+    return "\n".join([f"# {companion.heading}", "", title.lstrip("# ") + ".", *lines])
 
 
 def prepare_database(url: str) -> dict[str, Any]:
