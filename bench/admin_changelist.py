@@ -141,8 +141,8 @@ def _load_history(minutes: int) -> int:
     from django.db import connection
     from django.utils import timezone
 
-    from jobqueue import history
     from jobqueue.models import MinuteStat
+    from jobqueue.store import stats
 
     started = time.perf_counter()
     params = {"minutes": minutes, "workers": STAT_WORKERS, "tasks": STAT_TASKS}
@@ -152,10 +152,10 @@ def _load_history(minutes: int) -> int:
         rows = cursor.rowcount
         cursor.execute(LOAD_SAMPLES, params)
     progress(f"W12: loaded {rows:,} stat rows in {time.perf_counter() - started:.1f} s")
-    # What the workers' compaction makes of a week of minute rows (history.TIERS), timed:
+    # What the workers' compaction makes of a week of minute rows (stats.TIERS), timed:
     # once it has caught up, each run merges only the few windows that came of age.
     started = time.perf_counter()
-    history.compact("default", timezone.now())
+    stats.compact("default", timezone.now())
     kept = MinuteStat.objects.count()
     progress(f"W12: compacted them into {kept:,} rows in {time.perf_counter() - started:.1f} s")
     with connection.cursor() as cursor:

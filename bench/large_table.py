@@ -67,7 +67,7 @@ def _measure(jobs: int, concurrency: int) -> dict[str, float]:
     from django.db import connection
 
     from bench.benchapp.tasks import noop
-    from jobqueue import overview
+    from jobqueue.console import overview
     from jobqueue.runtime.demand import PREFETCH_PER_SLOT
     from jobqueue.runtime.worker import Worker
     from jobqueue.sql import Queries

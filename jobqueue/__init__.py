@@ -1,7 +1,8 @@
 """Durable background jobs stored as rows in the project's own database."""
 
 from jobqueue.exceptions import Discard, JobRunAborted, PermanentError, Snooze
-from jobqueue.tasks import task
+from jobqueue.tasks.base import task
+from jobqueue.tasks.context import JobContext
 
-__all__ = ["Discard", "JobRunAborted", "PermanentError", "Snooze", "task"]
+__all__ = ["Discard", "JobContext", "JobRunAborted", "PermanentError", "Snooze", "task"]
 __version__ = "0.1.0.dev0"

@@ -32,10 +32,12 @@ from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultD
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
-from jobqueue import adapter, conf, tasks
-from jobqueue.enqueue import EnqueueOptions, check_run_at, enqueue_calls
-from jobqueue.options import INHERITED_OPTIONS, validate_options
+from jobqueue import conf
 from jobqueue.sql import SUPPORTED_VENDORS
+from jobqueue.tasks import adapter
+from jobqueue.tasks import base as tasks
+from jobqueue.tasks.enqueue import EnqueueOptions, check_run_at, enqueue_calls
+from jobqueue.tasks.options import INHERITED_OPTIONS, validate_options
 
 if TYPE_CHECKING:
     from jobqueue.models import Job

@@ -9,8 +9,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from jobqueue import conf, tasks
+from jobqueue import conf
 from jobqueue.sql import SUPPORTED_VENDORS
+from jobqueue.tasks import base as tasks
 
 
 @checks.register()

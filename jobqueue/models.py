@@ -14,8 +14,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q
 from django.utils import timezone
 
-from jobqueue import states
-from jobqueue.states import Status
+from jobqueue.store import states
+from jobqueue.store.states import Status
 
 # Django's warnings that MySQL and MariaDB ignore an index's condition (models.W037) and
 # skip a conditional unique constraint (models.W036): true of Django's DDL, not of
@@ -255,13 +255,13 @@ class MinuteStat(models.Model):
     for the same key (workers, flushes) are summed by the reader. ``outcome`` is one of
     ``signals.OUTCOMES``, or ``"started"`` for the starts, whose histogram is of their wait
     (seconds from due to start); the outcomes' histogram is of the handlers' durations. The
-    histogram's buckets are :data:`jobqueue.history.BOUNDS`, one column each, so that the
+    histogram's buckets are :data:`jobqueue.store.stats.BOUNDS`, one column each, so that the
     database sums them.
     """
 
     minute = models.DateTimeField()  # the start of the time the row covers
     # The seconds the row covers: 60 as a worker writes it; older rows are compacted into
-    # 600 and then 3600, summed over the workers (history.TIERS).
+    # 600 and then 3600, summed over the workers (stats.TIERS).
     span = models.PositiveIntegerField(default=60)
     queue = models.CharField(max_length=100)
     task_name = models.CharField(max_length=255)

@@ -23,12 +23,15 @@ from typing import TYPE_CHECKING, Any, overload
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
-from jobqueue import conf, enqueue, states, tasks
-from jobqueue.arguments import Call, Signed
-from jobqueue.enqueue import EnqueueOptions
+from jobqueue import conf
 from jobqueue.runtime import attempt as attempts
 from jobqueue.sql import Queries
-from jobqueue.store import Store
+from jobqueue.store import states
+from jobqueue.store.jobs import Store
+from jobqueue.tasks import base as tasks
+from jobqueue.tasks import enqueue
+from jobqueue.tasks.arguments import Call, Signed
+from jobqueue.tasks.enqueue import EnqueueOptions
 
 if TYPE_CHECKING:
     from jobqueue.models import Job

@@ -259,8 +259,8 @@ def listen_for_jobs() -> Any:
     database itself, even when Django's connections go through PgBouncer."""
     import psycopg
 
-    from jobqueue.channel import NOTIFY_CHANNEL
     from jobqueue.runtime.listener import connection_target
+    from jobqueue.store.channel import NOTIFY_CHANNEL
 
     url, params = connection_target("default", None)
     listener = psycopg.connect(url, autocommit=True, **params)

@@ -3,8 +3,8 @@ import datetime as dt
 import factory
 from django.utils import timezone
 
-from jobqueue import history
 from jobqueue.models import Job, MinuteStat, Worker
+from jobqueue.store import stats
 
 
 class JobFactory(factory.django.DjangoModelFactory):
@@ -63,6 +63,6 @@ def minute_stat(
         count=count,
         seconds=seconds * count,
     )
-    setattr(row, history.COLUMNS[history.bucket_of(seconds)], count)
+    setattr(row, stats.COLUMNS[stats.bucket_of(seconds)], count)
     row.save()
     return row

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.soakapp import records
 from jobqueue import task
-from jobqueue.runtime.context import JobContext
+from jobqueue.tasks.context import JobContext
 
 # The machine has two cores shared with the database: the handlers stay light, and wait
 # rather than compute, so that kills still land in the middle of runs.

@@ -12,10 +12,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import QuerySet
 
-from jobqueue import states
 from jobqueue.models import Job
-from jobqueue.operations import Action, Outcome, Selection
-from jobqueue.store import Store
+from jobqueue.store import states
+from jobqueue.store.jobs import Store
+from jobqueue.store.operations import Action, Outcome, Selection
 
 # A larger selection goes in batches of this many ids, one statement each, with progress:
 # one statement over a million rows would hold a million row locks until it commits.

@@ -12,7 +12,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from jobqueue import conf, health, overview, pauses
+from jobqueue import conf
+from jobqueue.console import health, overview
+from jobqueue.store import pauses
 
 HELP = {
     "pause": "pause queues: their jobs are still enqueued but no worker claims them, on any "

@@ -22,23 +22,23 @@ from functools import partial
 from types import FrameType
 from typing import Any
 
-from django.utils import timezone
-
-from jobqueue import conf, tracing
-from jobqueue.arguments import json_problem
+from jobqueue import conf
 from jobqueue.exceptions import Discard, JobRunAborted, PermanentError, Snooze
 from jobqueue.runtime.cleanup import State, restore_connections, snapshot
-from jobqueue.runtime.context import JobContext
-from jobqueue.store import (
-    MESSAGE_LIMIT,
+from jobqueue.store.errors import (
     TRACEBACK_LIMIT,
-    ClaimedJob,
-    Store,
-    clamp_delay,
+    AttemptTimeout,
+    HandlerLeftTransaction,
+    MalformedArguments,
+    error_entry,
     exception_text,
     storable_text,
 )
-from jobqueue.tasks import Task
+from jobqueue.store.jobs import ClaimedJob, Store, clamp_delay
+from jobqueue.tasks import tracing
+from jobqueue.tasks.arguments import json_problem
+from jobqueue.tasks.base import Task
+from jobqueue.tasks.context import JobContext
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -107,10 +107,6 @@ class Attempt:
         # steps in a moment later only if the loop itself is blocked.
         grace = 1.0 if self.task.is_async else 0.0
         return self.started + self.timeout + grace
-
-
-class AttemptTimeout(Exception):
-    """The attempt ran past its task's timeout."""
 
 
 class AttemptCancelled(Exception):
@@ -194,20 +190,6 @@ def span_outcome(job: ClaimedJob, raised: BaseException | None) -> str:
         isinstance(raised, HandlerLeftTransaction) and raised.permanent
     )
     return "failed" if permanent or not job.attempts_left else "retry"
-
-
-class HandlerLeftTransaction(Exception):
-    """The handler returned, or raised, with a database connection still in a transaction
-    (an ``atomic()`` block it never left, or autocommit turned off)."""
-
-    def __init__(self, message: str, *, permanent: bool = False) -> None:
-        super().__init__(message)
-        # The handler raised PermanentError: the job fails now, as it asked.
-        self.permanent = permanent
-
-
-class MalformedArguments(PermanentError):
-    """The stored ``args`` is not a list, or ``kwargs`` not a dict (a row edited by hand)."""
 
 
 def _outcome(attempt: Attempt, store: Store) -> Any:
@@ -375,27 +357,3 @@ def timeout_message(attempt: Attempt) -> str:
 
 def _current_frame(thread_id: int | None) -> FrameType | None:
     return sys._current_frames().get(thread_id) if thread_id else None
-
-
-def error_entry(exc: BaseException, job: ClaimedJob, worker: str) -> dict[str, Any]:
-    """One entry of ``Job.errors``: what failed, where, and when."""
-    kind = type(exc)
-    name = (
-        kind.__qualname__
-        if kind.__module__ == "builtins"
-        else f"{kind.__module__}.{kind.__qualname__}"
-    )
-    try:
-        formatted = "".join(traceback.format_exception(exc))
-    except Exception as error:  # a handler's exception can make even this raise
-        formatted = f"(the traceback could not be formatted: {type(error).__name__})"
-    # Capped, and with NUL bytes and lone surrogates escaped, so that every database stores
-    # it and a 5 MB message is not written (and logged) whole on every attempt.
-    return {
-        "type": storable_text(str(name), MESSAGE_LIMIT),
-        "message": storable_text(exception_text(exc), MESSAGE_LIMIT),
-        "traceback": storable_text(formatted, TRACEBACK_LIMIT),
-        "attempt": job.attempt,
-        "at": timezone.now().isoformat(),
-        "worker": worker,
-    }

@@ -30,12 +30,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from django.db import connections
-
-from jobqueue.channel import CANCEL_PREFIX
 from jobqueue.runtime.executor import Executor
 from jobqueue.runtime.outage import Health
-from jobqueue.store import Store
+from jobqueue.store.channel import CANCEL_PREFIX
+from jobqueue.store.jobs import Store
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -134,14 +132,15 @@ class Canceller:
             return
         if commit_seen:
             self._next_check = now + CHECK_INTERVAL
-        try:
+        still: set[int] = set()
+        with self._health.trying(
+            "checking for discarded jobs",
+            self._store.queries.using,
+            "worker %s: could not check for discarded jobs; trying again",
+            self._worker,
+        ) as read:
             still = self._store.held_jobs(self._worker, [a.job for a in held])
-        except Exception as exc:
-            if not self._health.failed(exc, "checking for discarded jobs"):
-                logger.exception(
-                    "worker %s: could not check for discarded jobs; trying again", self._worker
-                )
-            connections[self._store.queries.using].close()
+        if read.failed:
             with self._lock:  # owed again, a little later
                 self._suspects.update(suspects)
                 self._commit_seen = self._commit_seen or commit_seen

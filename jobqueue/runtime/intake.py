@@ -17,9 +17,6 @@ import logging
 import threading
 from typing import Any
 
-from django.db import connections
-
-from jobqueue import tasks
 from jobqueue.runtime import attempt as attempts
 from jobqueue.runtime.attempt import Attempt
 from jobqueue.runtime.demand import Demand
@@ -28,7 +25,8 @@ from jobqueue.runtime.executor import Executor
 from jobqueue.runtime.outage import Health
 from jobqueue.runtime.service import Control
 from jobqueue.runtime.writer import Writer
-from jobqueue.store import ClaimedJob, Store, success
+from jobqueue.store.jobs import ClaimedJob, Store, success
+from jobqueue.tasks import base as tasks
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -128,15 +126,17 @@ class Intake:
         self._unclaim([a.job.token for a in held], why)
 
     def _unclaim(self, tokens: list[str], why: str) -> None:
-        try:
+        # On failure they are still this worker's: their leases run out and recovery
+        # returns them.
+        with self._health.trying(
+            "handing back held jobs",
+            self._store.queries.using,
+            "worker %s: could not hand back %s job(s)",
+            self._worker,
+            len(tokens),
+        ) as attempt:
             returned = self._store.unclaim(self._worker, tokens, why)
-        except Exception as exc:
-            # Still this worker's: their leases run out and recovery returns them.
-            if not self._health.failed(exc, "handing back held jobs"):
-                logger.exception(
-                    "worker %s: could not hand back %s job(s)", self._worker, len(tokens)
-                )
-            connections[self._store.queries.using].close()
+        if attempt.failed:
             return
         logger.info("worker %s: handed back %s job(s) %s", self._worker, len(returned), why)
 

@@ -18,7 +18,7 @@ from jobqueue.runtime.attempt import Attempt
 from jobqueue.runtime.limits import resident_memory
 from jobqueue.runtime.outage import HEALTH, Backoff, Health
 from jobqueue.runtime.service import Control
-from jobqueue.store import Store
+from jobqueue.store.jobs import Store
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -149,19 +149,19 @@ class Heartbeat:
         wait = self.interval
         try:
             while not self._stop.wait(wait):
-                try:
+                with HEALTH.trying(
+                    "renewing leases",
+                    self._store.queries.using,
+                    "heartbeat failed; retrying in %.3g s",
+                    self.interval,
+                ) as attempt:
                     self.beat()
-                except Exception as exc:
+                if attempt.failed:
                     # A database blip must not kill the heartbeat: the leases still have
                     # two thirds of their time left. During an outage the next beat comes
                     # sooner than the interval, so that the leases are renewed within
                     # OUTAGE_CAP of the database's return.
-                    connections[self._store.queries.using].close()
-                    if HEALTH.failed(exc, "renewing leases"):
-                        wait = min(self.interval, backoff.next())
-                    else:
-                        wait = self.interval
-                        logger.exception("heartbeat failed; retrying in %.3g s", wait)
+                    wait = min(self.interval, backoff.next()) if attempt.outage else self.interval
                     continue
                 HEALTH.ok()
                 backoff.reset()

@@ -26,7 +26,7 @@ from jobqueue.runtime.outage import Backoff, Health
 from jobqueue.runtime.polling import SAFETY_POLL, PollBackoff
 from jobqueue.runtime.service import Hint
 from jobqueue.runtime.writer import Writer
-from jobqueue.store import ClaimScope, Store
+from jobqueue.store.jobs import ClaimScope, Store
 
 logger = logging.getLogger("jobqueue.worker")
 T = TypeVar("T")

@@ -17,12 +17,10 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from django.db import connections
-
-from jobqueue import overview
 from jobqueue.runtime.outage import Health
 from jobqueue.runtime.service import Control
-from jobqueue.store import Store
+from jobqueue.store.jobs import Store
+from jobqueue.tasks import unregistered
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -74,17 +72,15 @@ class Rescue:
         self._interval = interval
 
     def run(self, now: float) -> float:
-        try:
+        with self._health.trying(
+            "recovering expired leases",
+            self._store.queries.using,
+            "worker %s: crash recovery failed; trying again later",
+            self._worker,
+        ):
             # One statement when nothing has expired (Store.rescue_pass): an idle worker
             # runs this every heartbeat interval.
             recovered = self._store.rescue_pass()
-        except Exception as exc:
-            if not self._health.failed(exc, "recovering expired leases"):
-                logger.exception(
-                    "worker %s: crash recovery failed; trying again later", self._worker
-                )
-            connections[self._store.queries.using].close()
-        else:
             if any(status == "pending" for _, _, status in recovered):
                 self._control.wake()
         return now + self._interval
@@ -100,15 +96,13 @@ class Prune:
 
     def run(self, now: float) -> float:
         more = False
-        try:
+        with self._health.trying(
+            "pruning",
+            self._store.queries.using,
+            "worker %s: retention pruning failed; trying again later",
+            self._worker,
+        ):
             self._store.prune(max_batches=PRUNE_SLICE)
-        except Exception as exc:
-            if not self._health.failed(exc, "pruning"):
-                logger.exception(
-                    "worker %s: retention pruning failed; trying again later", self._worker
-                )
-            connections[self._store.queries.using].close()
-        else:
             more = self._store.more_to_prune
         return now + (PRUNE_SLICE_PAUSE if more else PRUNE_INTERVAL)
 
@@ -122,16 +116,13 @@ class UnregisteredWarning:
         self._health = health
 
     def run(self, now: float) -> float:
-        try:
-            counts = overview.by_task(self._store.unregistered_pending())
-        except Exception as exc:
-            if not self._health.failed(exc, "looking for jobs of unregistered tasks"):
-                logger.exception(
-                    "worker %s: could not look for jobs of unregistered tasks; trying again later",
-                    self._worker,
-                )
-            connections[self._store.queries.using].close()
-        else:
+        with self._health.trying(
+            "looking for jobs of unregistered tasks",
+            self._store.queries.using,
+            "worker %s: could not look for jobs of unregistered tasks; trying again later",
+            self._worker,
+        ):
+            counts = unregistered.by_task(self._store.unregistered_pending())
             if counts:
-                logger.warning("worker %s: %s", self._worker, overview.unregistered_message(counts))
+                logger.warning("worker %s: %s", self._worker, unregistered.warning(counts))
         return now + UNREGISTERED_INTERVAL

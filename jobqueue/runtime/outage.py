@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from types import TracebackType
 
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connections
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -97,6 +98,18 @@ class Health:
         )
         return True
 
+    def trying(
+        self,
+        doing: str,
+        using: str,
+        message: str,
+        *args: object,
+        catching: type[BaseException] = Exception,
+        log: logging.Logger = logger,
+    ) -> Trying:
+        """A ``with`` block that meets its database errors for this process: see ``Trying``."""
+        return Trying(self, doing, using, (message, *args), catching, log)
+
     def ok(self) -> None:
         """Report a statement that went through: logs the end of an outage, if one was on."""
         if self._down_since is None:  # the common case, without the lock
@@ -112,6 +125,59 @@ class Health:
             lasted,
             failures,
         )
+
+
+class Trying:
+    """What a thread does when a statement of its own fails, written once.
+
+    Inside ``with health.trying(doing, using, message, *args) as attempt:`` an exception of
+    ``catching`` closes the thread's connection to ``using`` (the next statement opens a
+    fresh one), is reported to ``Health`` (an outage is logged once for the process), is
+    logged with ``message % args`` and its traceback if it is not an outage, and is
+    swallowed: after the block, ``attempt.failed`` and ``attempt.outage`` say what
+    happened, and the caller decides when to try again. Any other exception propagates.
+    """
+
+    def __init__(
+        self,
+        health: Health,
+        doing: str,
+        using: str,
+        message: tuple[object, ...],
+        catching: type[BaseException],
+        log: logging.Logger,
+    ) -> None:
+        self._health = health
+        self._doing = doing
+        self._using = using
+        self._message = message
+        self._catching = catching
+        self._log = log
+        self.error: BaseException | None = None
+        self.outage = False
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def __enter__(self) -> Trying:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        if exc is None or not isinstance(exc, self._catching):
+            return False
+        self.error = exc
+        connections[self._using].close()
+        self.outage = self._health.failed(exc, self._doing)
+        if not self.outage:
+            message, *args = self._message
+            self._log.error(str(message), *args, exc_info=exc)
+        return True
 
 
 # One per process: a worker process runs one Worker, whose threads all share it (the writer

@@ -20,10 +20,10 @@ import time
 from typing import Protocol
 
 from jobqueue import conf
-from jobqueue.channel import CANCEL_PREFIX, NOTIFY_CHANNEL
 from jobqueue.runtime.listener import Listener, connection_target
 from jobqueue.runtime.watcher import Watcher
-from jobqueue.store import Store
+from jobqueue.store.channel import CANCEL_PREFIX, NOTIFY_CHANNEL
+from jobqueue.store.jobs import Store
 
 
 class Hint(Protocol):

@@ -7,7 +7,7 @@ writer's, so every count is taken under one lock. :class:`Recorder` is one of th
 chores (:mod:`jobqueue.runtime.maintenance`), run on the loop's thread: once a minute it
 writes the tally in ONE multi-row insert (nothing when nothing happened), samples the
 queues' depth if no worker has sampled this minute yet, and prunes a batch of rows past
-:data:`jobqueue.history.RETENTION` once an hour. The worker writes what is left at shutdown.
+:data:`jobqueue.stats.RETENTION` once an hour. The worker writes what is left at shutdown.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from django.db import connections
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from jobqueue import history, signals, states
+from jobqueue import signals
 from jobqueue.models import Job, MinuteStat, QueueSample
 from jobqueue.runtime.outage import Health
+from jobqueue.store import states, stats
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -64,7 +64,7 @@ class Tally:
 
     def _started(self, sender: Any, **kwargs: Any) -> None:
         if kwargs.get("worker") == self.worker:
-            self.add(kwargs["queue"], kwargs["task_name"], history.STARTED, kwargs.get("wait"))
+            self.add(kwargs["queue"], kwargs["task_name"], stats.STARTED, kwargs.get("wait"))
 
     def _finished(self, sender: Any, **kwargs: Any) -> None:
         if kwargs.get("worker") == self.worker:
@@ -78,12 +78,12 @@ class Tally:
         with self._lock:
             entry = self._counts.get(key)
             if entry is None:
-                entry = self._counts[key] = [0.0] * (2 + len(history.COLUMNS))
+                entry = self._counts[key] = [0.0] * (2 + len(stats.COLUMNS))
             entry[0] += 1
             if seconds is not None:
                 seconds = max(0.0, seconds)
                 entry[1] += seconds
-                entry[2 + history.bucket_of(seconds)] += 1
+                entry[2 + stats.bucket_of(seconds)] += 1
 
     def take(self) -> list[MinuteStat]:
         """The tally as unsaved rows, and an empty tally."""
@@ -97,7 +97,7 @@ class Tally:
                 outcome=outcome,
                 count=int(entry[0]),
                 seconds=entry[1],
-                **{column: int(n) for column, n in zip(history.COLUMNS, entry[2:], strict=True)},
+                **{column: int(n) for column, n in zip(stats.COLUMNS, entry[2:], strict=True)},
             )
             for (minute, queue, task_name, outcome), entry in sorted(counts.items())
         ]
@@ -112,10 +112,10 @@ class Tally:
                 if row.minute < oldest:
                     continue
                 key = (row.minute, row.queue, row.task_name, row.outcome)
-                entry = self._counts.setdefault(key, [0.0] * (2 + len(history.COLUMNS)))
+                entry = self._counts.setdefault(key, [0.0] * (2 + len(stats.COLUMNS)))
                 entry[0] += row.count
                 entry[1] += row.seconds
-                for i, column in enumerate(history.COLUMNS):
+                for i, column in enumerate(stats.COLUMNS):
                     entry[2 + i] += getattr(row, column)
 
     def flush(self, using: str) -> int:
@@ -203,22 +203,21 @@ class Recorder:
             ("compacting the dashboard's history", self._compact),
             ("pruning the dashboard's history", self._prune),
         ):
-            try:
+            with self._health.trying(
+                what, self.using, "worker %s: %s failed", self.tally.worker, what
+            ) as attempt:
                 step()
-            except Exception as exc:
-                if not self._health.failed(exc, what):
-                    logger.exception("worker %s: %s failed", self.tally.worker, what)
-                connections[self.using].close()
+            if attempt.failed:
                 break
         return now + FLUSH_INTERVAL
 
     def _compact(self) -> None:
         if self._runs % COMPACT_EVERY == 1:
-            history.compact(self.using, self.clock())
+            stats.compact(self.using, self.clock())
 
     def _prune(self) -> None:
         if self._runs % PRUNE_EVERY == 1:
-            history.prune(self.using, self.clock())
+            stats.prune(self.using, self.clock())
 
     def final_flush(self) -> None:
         """At shutdown: write what is left; an error is logged, not raised."""

@@ -22,11 +22,12 @@ from collections.abc import Callable
 from django.db import connections
 from django.utils import timezone
 
-from jobqueue import conf, tasks
+from jobqueue import conf
 from jobqueue.runtime.outage import Backoff, Health
 from jobqueue.schedules import spec as schedule_spec
 from jobqueue.schedules import state
 from jobqueue.schedules.spec import ScheduleSpec
+from jobqueue.tasks import base as tasks
 
 logger = logging.getLogger("jobqueue.schedules")
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from jobqueue import conf, signals, tasks
+from jobqueue import conf, signals
 from jobqueue.runtime import cancel
 from jobqueue.runtime import queues as queue_selection
 from jobqueue.runtime.cancel import Canceller
@@ -42,7 +42,8 @@ from jobqueue.runtime.service import Service
 from jobqueue.runtime.tally import Recorder, Tally
 from jobqueue.runtime.ticker import Ticker
 from jobqueue.runtime.writer import Writer
-from jobqueue.store import ClaimScope, Store
+from jobqueue.store.jobs import ClaimScope, Store
+from jobqueue.tasks import base as tasks
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -73,9 +74,10 @@ class Worker(Service):
     ) -> None:
         self.settings = settings or conf.get()
         self.pool = self.settings.pools[pool or default_pool(self.settings)]
-        self.queues, self.excluded = queue_selection.select(
-            self.settings, self.pool, queues, exclude_queues
+        self.selection = queue_selection.QueueSelection(
+            *queue_selection.select(self.settings, self.pool, queues, exclude_queues)
         )
+        self.queues, self.excluded = self.selection.queues, self.selection.excluded
         self.concurrency = concurrency or self.pool.concurrency
         self.burst = burst
         # The pool's limits, unless the command line says otherwise.
@@ -142,7 +144,7 @@ class Worker(Service):
             hostname=self.hostname,
             pid=self.pid,
             pool=self.pool.name,
-            queues={"queues": self.queues, "excluded": self.excluded},
+            queues=self.selection.as_row(),
             concurrency=self.concurrency,
             health=health,
         )
@@ -307,7 +309,7 @@ class Worker(Service):
 
     def _on_jobs_committed(self, sender: Any, *, queue: str, database: str, **kwargs: Any) -> None:
         # A job this process enqueued (a handler fanning out, say) needs no notification.
-        if database == self.store.queries.using and self._serves(queue):
+        if database == self.store.queries.using and self.selection.serves(queue):
             self.control.wake()
 
     def notified(self, payload: str) -> None:
@@ -318,18 +320,13 @@ class Worker(Service):
             self.canceller.heard(ids)
             return
         queue = payload
-        if self._serves(queue):
+        if self.selection.serves(queue):
             logger.debug("worker %s: woken by a notification for queue %s", self.id, queue)
             self.control.wake()
 
     def committed(self) -> None:
         self.canceller.committed()
         self.control.wake()
-
-    def _serves(self, queue: str) -> bool:
-        if queue in self.excluded:
-            return False
-        return self.queues is None or queue in self.queues
 
     # -- shutdown ---------------------------------------------------------------------
 
@@ -361,9 +358,7 @@ class Worker(Service):
         logger.info("worker %s: stopped", self.id)
 
     def _log_start(self) -> None:
-        queues = "every queue" if self.queues is None else ", ".join(self.queues) or "no queue"
-        if self.excluded:
-            queues += f" except {', '.join(self.excluded)}"
+        queues = self.selection.describe(every="every queue", sep=", ", none="no queue")
         logger.info(
             "worker %s starting: pool %s, %s, concurrency %s, %s task(s); default timeout %s, "
             "lease %g s (renewed every %g s), shutdown timeout %g s",

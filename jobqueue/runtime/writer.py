@@ -27,7 +27,7 @@ from django.db import connections
 
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.runtime.outage import HEALTH
-from jobqueue.store import (
+from jobqueue.store.jobs import (
     LAST_ERROR_LIMIT,
     Claimed,
     ClaimedJob,

@@ -24,9 +24,10 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 
-from jobqueue import conf, tasks
-from jobqueue.arguments import bind_arguments, json_problem, text_problem
-from jobqueue.enqueue import EnqueueOptions
+from jobqueue import conf
+from jobqueue.tasks import base as tasks
+from jobqueue.tasks.arguments import bind_arguments, json_problem, text_problem
+from jobqueue.tasks.enqueue import EnqueueOptions
 
 # The options of one entry. The last three are as in ``Task.using()``.
 KEYS = ("task", "cron", "every", "timezone", "args", "kwargs", "queue", "priority", "max_attempts")

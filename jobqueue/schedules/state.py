@@ -19,13 +19,15 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, transaction
 from django.db.models import F
 
-from jobqueue import conf, states, tasks
-from jobqueue.enqueue import EnqueueOptions, enqueue_calls
+from jobqueue import conf
 from jobqueue.models import Job, Schedule
 from jobqueue.schedules.spec import ScheduleSpec, load
+from jobqueue.store import states
+from jobqueue.tasks import base as tasks
+from jobqueue.tasks.enqueue import EnqueueOptions, enqueue_calls
 
 if TYPE_CHECKING:
-    from jobqueue.tasks import Task
+    from jobqueue.tasks.base import Task
 
 logger = logging.getLogger("jobqueue.schedules")
 

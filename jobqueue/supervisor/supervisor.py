@@ -30,15 +30,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings as django_settings
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
-from jobqueue import conf, tasks
+from jobqueue import conf
 from jobqueue.runtime import queues as queue_selection
 from jobqueue.runtime.outage import Health
 from jobqueue.runtime.polling import SAFETY_POLL
 from jobqueue.runtime.service import Service
 from jobqueue.runtime.shutdown import EXIT_FORCED, FORCED_RELEASE_TIMEOUT, on_stop_signals
-from jobqueue.store import Store
+from jobqueue.store.jobs import Store
+from jobqueue.tasks import base as tasks
 
 logger = logging.getLogger("jobqueue.supervisor")
 
@@ -383,15 +384,19 @@ class Supervisor(Service):
     def _recover(self, child: Child, how: str) -> None:
         # The supervisor saw the process die, so its jobs are certainly orphaned: apply the
         # crash policy now instead of waiting for their leases to expire.
-        try:
+        released: list[tuple[int, str, str]] = []
+        with self.health.trying(
+            f"recovering the jobs of worker {child.worker_id}",
+            self.store.queries.using,
+            "supervisor: could not recover the jobs of a dead worker",
+            catching=DatabaseError,
+            log=logger,
+        ) as attempt:
             released = self.store.release_worker(
                 child.worker_id, f"The worker process {child.proc.pid} died ({how})."
             )
             self.store.deregister_worker(child.worker_id)
-        except DatabaseError as exc:
-            connections[self.store.queries.using].close()
-            if not self.health.failed(exc, f"recovering the jobs of worker {child.worker_id}"):
-                logger.exception("supervisor: could not recover the jobs of a dead worker")
+        if attempt.failed:
             logger.error(
                 "supervisor: the jobs of worker %s were not recovered; their leases will "
                 "expire and any worker will recover them",
@@ -430,7 +435,15 @@ class Supervisor(Service):
             alive = self._alive(spec.name)
             if alive + state.waiting(now) >= spec.processes:
                 continue
-            try:
+            due = 0
+            with self.health.trying(
+                f"counting the due jobs of pool {spec.name}",
+                self.store.queries.using,
+                "supervisor: could not count due jobs of pool %s",
+                spec.name,
+                catching=DatabaseError,
+                log=logger,
+            ) as attempt:
                 due = self.store.count_due(
                     task_names=self._task_names,
                     queues=state.queues,
@@ -438,10 +451,7 @@ class Supervisor(Service):
                     limit=spec.processes,
                     grace=ON_DEMAND_GRACE if alive else 0.0,
                 )
-            except DatabaseError as exc:
-                connections[self.store.queries.using].close()
-                if not self.health.failed(exc, f"counting the due jobs of pool {spec.name}"):
-                    logger.exception("supervisor: could not count due jobs of pool %s", spec.name)
+            if attempt.failed:
                 continue
             self.health.ok()
             # Never more workers than due jobs, never more than the pool's processes.

@@ -9,8 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobqueue.channel import NOTIFY_CHANNEL
 from jobqueue.models import Job
+from jobqueue.store.channel import NOTIFY_CHANNEL
 from tests.conftest import listen_for_jobs, notifications
 from tests.factories import FinishedJobFactory, JobFactory
 from tests.testapp import tasks

@@ -7,7 +7,7 @@ either is missing, except in CI (``CI=true``), where a missing browser is a fail
 
 from __future__ import annotations
 
-from jobqueue import pauses
+from jobqueue.store import pauses
 from tests.admin.browser import log_in, screenshots
 from tests.factories import JobFactory
 

@@ -9,7 +9,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.db import connection
 from django.utils import timezone
 
-from jobqueue.admin import EstimatedCountPaginator, JobAdmin, planner_estimate
+from jobqueue.console.admin import EstimatedCountPaginator, JobAdmin, planner_estimate
 from jobqueue.models import Job
 from tests.factories import FinishedJobFactory, JobFactory
 

@@ -3,7 +3,7 @@
 import datetime as dt
 import zoneinfo
 
-from jobqueue import display
+from jobqueue.console import display
 
 NOW = dt.datetime(2026, 12, 1, 16, 15, 3, tzinfo=dt.UTC)
 

@@ -6,7 +6,7 @@ from django.core import checks
 from django.core.cache import cache
 from django.core.management import call_command
 
-from jobqueue.notice import CACHE_KEY, check_middleware
+from jobqueue.console.notice import CACHE_KEY, check_middleware
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db

@@ -98,8 +98,8 @@ def options_probe(value):
 def test_options_reach_the_row_and_the_worker():
     from django.tasks import task
 
-    from jobqueue import tasks as registry
     from jobqueue.models import Job
+    from jobqueue.tasks import base as registry
 
     options = {"MAX_ATTEMPTS": 9, "TIMEOUT": 5, "ON_CRASH": "park", "BACKOFF": (2, 3, 30)}
     with override_settings(TASKS={"default": {"BACKEND": BACKEND, "OPTIONS": options}}):

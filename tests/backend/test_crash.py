@@ -11,8 +11,8 @@ pytest.importorskip("django.tasks", reason="django.tasks needs Django 6")
 
 from django.tasks import TaskResultStatus
 
-from jobqueue.adapter import WorkerLost
 from jobqueue.models import Job
+from jobqueue.store.errors import WorkerLost
 from tests.conftest import wait_for
 from tests.process.test_crash import LEASE, RESCUE_INTERVAL, SHORT
 from tests.testapp import django_tasks

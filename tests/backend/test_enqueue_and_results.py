@@ -143,7 +143,7 @@ def test_django_signals_are_sent_at_enqueue_start_and_finish():
 
 @needs_task_options
 def test_task_class_options_reach_the_row_and_the_worker():
-    from jobqueue import tasks as registry
+    from jobqueue.tasks import base as registry
 
     result = django_tasks.fails_once.enqueue()
     assert Job.objects.get(pk=int(result.id)).max_attempts == 3

@@ -13,7 +13,7 @@ from jobqueue import signals
 from jobqueue.metrics.counters import JobMetrics
 from jobqueue.models import Job
 from jobqueue.runtime.worker import Worker
-from jobqueue.store import Store
+from jobqueue.store.jobs import Store
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)

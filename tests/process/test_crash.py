@@ -7,7 +7,7 @@ import time
 import pytest
 
 from jobqueue.models import Job
-from jobqueue.store import Store
+from jobqueue.store.jobs import Store
 from tests.conftest import wait_for
 from tests.testapp import tasks
 from tests.testapp.models import Execution

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from jobqueue import conf
 from jobqueue.models import Job
-from jobqueue.store import LAST_ERROR_LIMIT, MESSAGE_LIMIT, TRACEBACK_LIMIT
+from jobqueue.store.errors import LAST_ERROR_LIMIT, MESSAGE_LIMIT, TRACEBACK_LIMIT
 from tests.conftest import wait_for
 from tests.factories import JobFactory
 from tests.testapp import tasks

@@ -8,10 +8,10 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from jobqueue import pauses
 from jobqueue.models import Job
 from jobqueue.models import Worker as WorkerRow
 from jobqueue.sql import Queries
+from jobqueue.store import pauses
 from tests.conftest import wait_for
 from tests.process.test_wakeup import idle_worker
 from tests.testapp import tasks

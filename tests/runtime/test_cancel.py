@@ -10,7 +10,6 @@ from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 
 from jobqueue import conf
-from jobqueue.channel import CANCEL_PREFIX
 from jobqueue.models import Job
 from jobqueue.runtime import attempt as attempts
 from jobqueue.runtime import cancel
@@ -20,7 +19,8 @@ from jobqueue.runtime.executor import Executor
 from jobqueue.runtime.outage import Health
 from jobqueue.runtime.service import Service
 from jobqueue.runtime.worker import Worker
-from jobqueue.store import Store
+from jobqueue.store.channel import CANCEL_PREFIX
+from jobqueue.store.jobs import Store
 from tests.conftest import wait_for
 from tests.factories import JobFactory
 from tests.testapp import tasks

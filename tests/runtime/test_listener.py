@@ -7,8 +7,8 @@ import time
 import pytest
 from django.db import DEFAULT_DB_ALIAS
 
-from jobqueue.channel import NOTIFY_CHANNEL
 from jobqueue.runtime.listener import POOLER_WARNING, SAFETY_TIMEOUT, Listener, connection_target
+from jobqueue.store.channel import NOTIFY_CHANNEL
 from tests.conftest import wait_for
 from tests.testapp import tasks
 

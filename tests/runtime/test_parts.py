@@ -13,7 +13,7 @@ from jobqueue.runtime.due import Due
 from jobqueue.runtime.maintenance import Maintenance, Prune, Rescue
 from jobqueue.runtime.outage import Health
 from jobqueue.runtime.service import Control
-from jobqueue.store import Store
+from jobqueue.store.jobs import Store
 from jobqueue.supervisor.supervisor import Supervisor
 from tests.storage.test_recovery import expired_running
 

@@ -12,11 +12,12 @@ from django.db.models import Sum
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobqueue import history
+from jobqueue.console import history
 from jobqueue.models import Job, MinuteStat, QueueSample
 from jobqueue.runtime.outage import Health
 from jobqueue.runtime.tally import Recorder, Tally, sample_depth
 from jobqueue.runtime.worker import Worker
+from jobqueue.store import stats
 from tests.factories import JobFactory, minute_stat
 from tests.testapp import tasks
 
@@ -38,7 +39,7 @@ def test_counts_from_many_threads_add_up():
     [row] = tally.take()
     assert row.count == 8000
     assert row.seconds == pytest.approx(1600)
-    assert getattr(row, history.COLUMNS[history.bucket_of(0.2)]) == 8000
+    assert getattr(row, stats.COLUMNS[stats.bucket_of(0.2)]) == 8000
     assert row.minute == NOON.replace(second=0)
     assert tally.take() == []  # taken means emptied
 
@@ -69,7 +70,7 @@ def test_receivers_count_only_their_own_workers_signals():
     rows = {row.outcome: row for row in tally.take()}
     assert {o: r.count for o, r in rows.items()} == {"started": 1, "failed": 1}
     assert rows["started"].seconds == 3
-    assert sum(getattr(rows["failed"], c) for c in history.COLUMNS) == 0  # no duration
+    assert sum(getattr(rows["failed"], c) for c in stats.COLUMNS) == 0  # no duration
 
 
 @pytest.mark.django_db
@@ -131,9 +132,9 @@ def test_pruning_deletes_rows_older_than_the_retention_in_batches():
         minute_stat(now - dt.timedelta(days=days))
     QueueSample.objects.create(minute=now - dt.timedelta(days=9), queue="q")
     QueueSample.objects.create(minute=now, queue="q")
-    assert history.prune("default", now, batch=2) == 3  # two stats, one sample
-    assert history.prune("default", now, batch=2) == 1
-    assert history.prune("default", now, batch=2) == 0
+    assert stats.prune("default", now, batch=2) == 3  # two stats, one sample
+    assert stats.prune("default", now, batch=2) == 1
+    assert stats.prune("default", now, batch=2) == 0
     assert MinuteStat.objects.count() == 1 and QueueSample.objects.count() == 1
 
 
@@ -172,7 +173,7 @@ def test_the_heartbeats_register_statement_writes_the_workers_memory():
     from jobqueue.models import Worker as WorkerRow
     from jobqueue.runtime.lease import Registration
     from jobqueue.runtime.limits import resident_memory
-    from jobqueue.store import Store
+    from jobqueue.store.jobs import Store
 
     registration = Registration(
         store=Store("default"),
@@ -223,7 +224,7 @@ def test_compaction_merges_old_rows_over_workers_and_keeps_the_sums():
         minute_stat(recent, "t", "succeeded", 1)
     minute_stat(now - dt.timedelta(days=2), "t", "failed", 4, seconds=4)
     before = {key: history.read(key, "default", now) for key in history.RANGES}
-    history.compact("default", now)
+    stats.compact("default", now)
     spans = sorted(MinuteStat.objects.values_list("span", flat=True))
     assert spans.count(60) == 2  # the recent minute of each worker stays
     assert 3 <= spans.count(600) <= 4  # 30 minutes: three or four 10-minute windows
@@ -235,5 +236,5 @@ def test_compaction_merges_old_rows_over_workers_and_keeps_the_sums():
         assert [(t.runs, t.failed, t.p95) for t in after.tasks] == [
             (t.runs, t.failed, t.p95) for t in before[key].tasks
         ]
-    history.compact("default", now)  # nothing more to merge
+    stats.compact("default", now)  # nothing more to merge
     assert sorted(MinuteStat.objects.values_list("span", flat=True)) == spans

@@ -9,7 +9,7 @@ from django.utils import timezone
 from jobqueue import conf
 from jobqueue.models import Job
 from jobqueue.runtime.writer import Writer
-from jobqueue.store import ClaimScope, Store, Success, success
+from jobqueue.store.jobs import ClaimScope, Store, Success, success
 from tests.factories import JobFactory
 from tests.runtime.test_writer import Claims
 

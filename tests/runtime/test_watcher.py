@@ -14,7 +14,7 @@ from jobqueue.runtime.listener import Listener
 from jobqueue.runtime.service import Service
 from jobqueue.runtime.watcher import Watcher
 from jobqueue.sql import Queries
-from jobqueue.store import Store
+from jobqueue.store.jobs import Store
 from jobqueue.supervisor.supervisor import Supervisor
 from tests.conftest import wait_for
 from tests.testapp import tasks

@@ -64,7 +64,7 @@ def test_failing_task_retries_with_backoff_then_fails_with_every_error():
 
 
 def test_backoff_is_capped():
-    from jobqueue import tasks as registry
+    from jobqueue.tasks import base as registry
 
     t = registry.task(lambda: None, name="capped", backoff=(2, 10, 60))
     assert [t.backoff_delay(n) for n in (1, 2, 3, 4)] == [2, 20, 60, 60]

@@ -7,7 +7,7 @@ from django.db import OperationalError
 from jobqueue.models import Job
 from jobqueue.runtime import writer as writer_module
 from jobqueue.runtime.writer import Writer
-from jobqueue.store import ClaimScope, Store, success
+from jobqueue.store.jobs import ClaimScope, Store, success
 from tests.conftest import wait_for
 from tests.factories import JobFactory
 

@@ -14,8 +14,8 @@ from sentry_sdk.transport import Transport
 
 from jobqueue.contrib.sentry import report
 from jobqueue.runtime import attempt as attempts
-from jobqueue.store import Store
-from jobqueue.tasks import get
+from jobqueue.store.jobs import Store
+from jobqueue.tasks.base import get
 from jobqueue.testing import run_jobs
 from tests.testapp import tasks
 

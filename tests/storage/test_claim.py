@@ -12,7 +12,7 @@ from jobqueue import conf
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.models import Job
 from jobqueue.sql import Queries
-from jobqueue.store import ClaimScope, Store, success
+from jobqueue.store.jobs import ClaimScope, Store, success
 from tests.factories import FinishedJobFactory, JobFactory
 from tests.testapp import tasks
 

@@ -10,18 +10,18 @@ from django.db import DEFAULT_DB_ALIAS, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobqueue.channel import NOTIFY_CHANNEL
 from jobqueue.models import Job
 from jobqueue.runtime.listener import connection_target
-from jobqueue.store import Store
-from jobqueue.tasks import Call
+from jobqueue.store.channel import NOTIFY_CHANNEL
+from jobqueue.store.jobs import Store
+from jobqueue.tasks.base import Call
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def claim_all(limit=100, **kwargs):
-    from jobqueue import tasks as registry
+    from jobqueue.tasks import base as registry
 
     registry.discover()
     return Store().claim(

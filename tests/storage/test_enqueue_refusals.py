@@ -14,9 +14,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobqueue import conf, task
-from jobqueue.arguments import MAX_NESTING
 from jobqueue.models import Job
-from jobqueue.tasks import Call
+from jobqueue.tasks.arguments import MAX_NESTING
+from jobqueue.tasks.base import Call
 from tests.testapp import tasks
 
 

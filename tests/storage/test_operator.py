@@ -13,12 +13,12 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobqueue import signals
-from jobqueue.channel import CANCEL_PREFIX, NOTIFY_CHANNEL
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.models import Job
 from jobqueue.runtime.attempt import Attempt
 from jobqueue.runtime.lease import Heartbeat
-from jobqueue.store import Store
+from jobqueue.store.channel import CANCEL_PREFIX, NOTIFY_CHANNEL
+from jobqueue.store.jobs import Store
 from tests.conftest import listen_for_jobs, notifications
 from tests.factories import FinishedJobFactory, JobFactory
 from tests.testapp import tasks

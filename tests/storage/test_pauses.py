@@ -7,10 +7,11 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from jobqueue import pauses, signals
+from jobqueue import signals
 from jobqueue.models import Job, QueuePause
 from jobqueue.sql import Queries
-from jobqueue.store import ClaimScope, Store
+from jobqueue.store import pauses
+from jobqueue.store.jobs import ClaimScope, Store
 from tests.conftest import listen_for_jobs, notifications
 from tests.factories import FinishedJobFactory, JobFactory
 from tests.storage.test_claim import ADD, _claim_params, _plan, claim

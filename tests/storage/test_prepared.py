@@ -7,7 +7,7 @@ them on (Django's ``server_side_binding`` with a ``prepare_threshold``), never o
 import pytest
 from django.db import connection
 
-from jobqueue.store import Store
+from jobqueue.store.jobs import Store
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)

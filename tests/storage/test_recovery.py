@@ -8,12 +8,12 @@ from django.db import connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobqueue import explain
 from jobqueue.models import Job
 from jobqueue.models import Worker as WorkerRow
 from jobqueue.runtime.attempt import Attempt
 from jobqueue.runtime.lease import Heartbeat
-from jobqueue.store import ClaimScope, Store
+from jobqueue.store import explain
+from jobqueue.store.jobs import ClaimScope, Store
 from tests.factories import FinishedJobFactory, JobFactory
 from tests.testapp import tasks
 

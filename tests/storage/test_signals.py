@@ -13,7 +13,7 @@ from django.utils import timezone
 from jobqueue import signals
 from jobqueue.models import Job
 from jobqueue.signals import RecoveredJob
-from jobqueue.store import Store
+from jobqueue.store.jobs import Store
 from tests.factories import FinishedJobFactory, JobFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

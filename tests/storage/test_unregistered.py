@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from jobqueue.models import Worker as WorkerRow
-from jobqueue.store import Store
+from jobqueue.store.jobs import Store
 from tests.factories import FinishedJobFactory, JobFactory, WorkerFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,7 +15,7 @@ from django.utils import timezone
 from jobqueue.checks import check_database
 from jobqueue.models import Job
 from jobqueue.sql import Queries
-from jobqueue.tasks import Call
+from jobqueue.tasks.base import Call
 from tests.factories import JobFactory
 from tests.testapp import tasks
 

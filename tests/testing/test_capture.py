@@ -9,7 +9,7 @@ from django.db import connections, transaction
 
 from jobqueue import task
 from jobqueue.models import Job
-from jobqueue.tasks import Call
+from jobqueue.tasks.base import Call
 from jobqueue.testing import capture, run_jobs
 from tests.testapp import tasks
 

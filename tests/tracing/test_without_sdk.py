@@ -29,7 +29,7 @@ if sys.argv[1] == "blocked":
 import django
 django.setup()
 
-from jobqueue import tracing
+from jobqueue.tasks import tracing
 from jobqueue.models import Job
 from jobqueue.testing import run_jobs
 from tests.testapp import tasks

@@ -8,7 +8,7 @@ so an ignore that covers no error fails the check: a wrong call that mypy stoppe
 from collections.abc import Coroutine
 from typing import Any, assert_type
 
-from jobqueue import task
+from jobqueue import JobContext, task
 from jobqueue.models import Job
 from jobqueue.tasks import Call, Task
 
@@ -23,8 +23,13 @@ def add(a: int, b: int = 0) -> int:
 
 
 @task(takes_context=True, timeout=30)
-def build_feed(ctx: Any, shop_id: int) -> dict[str, int]:
-    return {"shop": shop_id}
+def build_feed(ctx: JobContext, shop_id: int) -> dict[str, int]:
+    assert_type(ctx.attempt, int)
+    assert_type(ctx.job_id, int)
+    assert_type(ctx.job, Job)
+    ctx.cancelled.is_set()
+    ctx.attempt = "second"  # type: ignore[assignment]
+    return {"shop": shop_id, "attempt": ctx.attempt}
 
 
 @task

@@ -4,7 +4,7 @@ import inspect
 
 import pytest
 
-from jobqueue.arguments import _bind, _Parameters, bind_arguments
+from jobqueue.tasks.arguments import _bind, _Parameters, bind_arguments
 
 
 def positional(a, b): ...

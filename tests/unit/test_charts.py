@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from jobqueue import charts
-from jobqueue.charts import Series
+from jobqueue.console import charts
+from jobqueue.console.charts import Series
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from jobqueue.enqueue import _CollectorPause
+from jobqueue.tasks.enqueue import _CollectorPause
 
 
 @pytest.fixture

@@ -4,15 +4,14 @@ import pytest
 
 from jobqueue import conf
 from jobqueue.runtime.attempt import error_entry, result_problem
-from jobqueue.store import (
+from jobqueue.store.errors import (
     LAST_ERROR_LIMIT,
     MESSAGE_LIMIT,
     TRACEBACK_LIMIT,
-    ClaimedJob,
-    clamp_delay,
     storable_text,
     summary,
 )
+from jobqueue.store.jobs import ClaimedJob, clamp_delay
 
 JOB = ClaimedJob(
     id=7,

@@ -1,6 +1,6 @@
 """A recovery's words, rendered from the fields of its WorkerLost entry."""
 
-from jobqueue import explain
+from jobqueue.store import explain
 
 REASON = "The worker stopped renewing its lease (killed, out of memory, or lost)."
 

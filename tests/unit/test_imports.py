@@ -1,8 +1,14 @@
-"""The package's import rules, read from the source with ``ast``: no circle, no private names.
+"""The package's import rules, read from the source with ``ast``: no circle, no private
+names, and no import from a lower layer to a higher one.
 
 An import circle works until someone moves a line, and then fails with a half-initialised
 module; a ``_name`` taken from another module is a private method handed to a collaborator.
 Both are checked here for every module of ``jobqueue/``, so that neither creeps back.
+
+The layers (``LAYERS``, as docs/development.md names them) run from storage up to the
+contributed apps; a module may import its own layer's modules and those of the layers
+below, never one above. Every import counts for that rule, at module level or inside a
+function: a runtime that imports the admin lazily still depends on it.
 
 The graph has an edge for every import that runs when a module is imported: the statements
 at module level, including those under ``if``/``try`` and ``if TYPE_CHECKING:`` (mypy reads
@@ -162,10 +168,72 @@ def private_imports() -> list[str]:
     return sorted(set(found))
 
 
+# Lowest first. A module belongs to the layer of the longest prefix that names it.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "storage",
+        (
+            "jobqueue.conf",
+            "jobqueue.exceptions",
+            "jobqueue.signals",
+            "jobqueue.models",
+            "jobqueue.migrations",
+            "jobqueue.sql",
+            "jobqueue.store",
+            "jobqueue.pauses",
+        ),
+    ),
+    ("task API", ("jobqueue", "jobqueue.tasks", "jobqueue.schedules", "jobqueue.backend")),
+    ("runtime", ("jobqueue.runtime",)),
+    ("supervisor", ("jobqueue.supervisor",)),
+    (
+        "console",
+        (
+            "jobqueue.console",
+            "jobqueue.admin",
+            "jobqueue.notice",
+            "jobqueue.metrics",
+            "jobqueue.management",
+            "jobqueue.checks",
+            "jobqueue.apps",
+        ),
+    ),
+    ("contrib", ("jobqueue.contrib", "jobqueue.testing", "jobqueue.pytest_plugin")),
+)
+
+
+def layer_of(module: str) -> int:
+    """The index in ``LAYERS`` of the layer ``module`` belongs to."""
+    best, found = -1, None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, found = len(prefix), index
+    if found is None:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+    return found
+
+
+def upward_imports(modules: dict[str, tuple[Path, ast.Module]] = MODULES) -> list[str]:
+    """``module (layer) imports target (layer)`` for each import of a higher layer."""
+    found = []
+    for module, (path, tree) in modules.items():
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            for target, _ in imported(module, path, node):
+                if target in MODULES and layer_of(target) > layer_of(module):
+                    found.append(
+                        f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} "
+                        f"({LAYERS[layer_of(target)][0]})"
+                    )
+    return sorted(set(found))
+
+
 def test_the_package_is_read():
     # Guards the two checks below against passing on an empty or misread package.
-    assert {"jobqueue", "jobqueue.enqueue", "jobqueue.runtime.worker"} <= set(MODULES)
-    assert "jobqueue.conf" in import_graph()["jobqueue.tasks"]
+    assert {"jobqueue", "jobqueue.tasks.enqueue", "jobqueue.runtime.worker"} <= set(MODULES)
+    assert "jobqueue.conf" in import_graph()["jobqueue.tasks.base"]
 
 
 def test_the_cycle_finder_finds_a_circle():
@@ -183,3 +251,27 @@ def test_no_import_circle_inside_jobqueue():
 def test_no_module_imports_a_private_name_from_another():
     found = private_imports()
     assert not found, "private names imported from another module: " + "; ".join(found)
+
+
+def test_every_module_is_in_a_layer():
+    assert [layer_of(module) for module in MODULES]  # raises, naming the module, if not
+    assert LAYERS[layer_of("jobqueue.runtime.worker")][0] == "runtime"
+    assert LAYERS[layer_of("jobqueue.store.jobs")][0] == "storage"
+    assert LAYERS[layer_of("jobqueue")][0] == "task API"
+
+
+def test_no_module_imports_a_higher_layer():
+    found = upward_imports()
+    assert not found, "imports from a lower layer to a higher one: " + "; ".join(found)
+
+
+def test_the_layer_rule_finds_a_runtime_module_importing_the_admin():
+    # What the rule is for: the runtime reaching into the operator's pages, at module level
+    # or inside a function, in either spelling.
+    for source in (
+        "from jobqueue import admin\n",
+        "def f():\n    from jobqueue.console import overview\n",
+        "import jobqueue.console.dashboard\n",
+    ):
+        module = {"jobqueue.runtime.worker": (PACKAGE / "runtime" / "worker.py", ast.parse(source))}
+        assert upward_imports(module), source

@@ -2,7 +2,7 @@
 
 import pytest
 
-from jobqueue.arguments import MAX_NESTING, int_problem, json_problem, text_problem
+from jobqueue.tasks.arguments import MAX_NESTING, int_problem, json_problem, text_problem
 
 
 def nested(depth, leaf=0):

@@ -6,7 +6,7 @@ import pytest
 
 from jobqueue import Discard, JobRunAborted, PermanentError, Snooze
 from jobqueue.runtime.attempt import HandlerLeftTransaction, MalformedArguments, span_outcome
-from jobqueue.store import ClaimedJob
+from jobqueue.store.jobs import ClaimedJob
 
 SECOND_OF_THREE = ClaimedJob(
     id=7,

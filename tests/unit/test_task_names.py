@@ -3,7 +3,7 @@
 import pytest
 
 from jobqueue import task
-from jobqueue import tasks as registry
+from jobqueue.tasks import base as registry
 
 
 def handler():

@@ -4,9 +4,9 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from jobqueue import conf, task
-from jobqueue import tasks as registry
-from jobqueue.options import validate_options
 from jobqueue.runtime import queues
+from jobqueue.tasks import base as registry
+from jobqueue.tasks.options import validate_options
 
 
 def test_default_name_is_the_dotted_path_and_name_overrides():
@@ -89,8 +89,14 @@ def test_queue_selection_for_pools_routing_and_options():
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"max_attempts": 0}, "here: max_attempts must be a whole number of 1 or more, not 0"),
-        ({"max_attempts": 2**31}, "here: max_attempts must be at most 2,147,483,647"),
+        (
+            {"max_attempts": 0},
+            "here: max_attempts must be a whole number from 1 to 2,147,483,647, not 0",
+        ),
+        (
+            {"max_attempts": 2**31},
+            "here: max_attempts must be a whole number from 1 to 2,147,483,647",
+        ),
         ({"timeout": None}, "here: timeout must be a number of seconds, not None"),
         ({"on_crash": "never"}, 'here: on_crash must be "retry" or "park"'),
         ({"backoff": (1, 0.5, 2)}, r"here: backoff must be a \(first, factor, cap\) tuple"),

@@ -22,7 +22,9 @@ from typing import Any
 
 from django.core import checks
 
-from jobqueue import explain, signals, states
+from jobqueue import signals
+from jobqueue.store import explain, states
+from jobqueue.store.errors import type_name
 
 logger = logging.getLogger("jobqueue")
 
@@ -93,7 +95,7 @@ def _send(
         for key, value in tags.items():
             scope.set_tag(key, value)
         scope.set_context("jobqueue", {"worker": worker, "error_at": entry.get("at")})
-        if raised is not None and type_name(raised) == entry.get("type"):
+        if raised is not None and type_name(type(raised)) == entry.get("type"):
             sentry_sdk.capture_exception(raised)
             return
         sentry_sdk.capture_event(
@@ -106,14 +108,6 @@ def _send(
                 "extra": {"traceback": entry.get("traceback")},
             }
         )
-
-
-def type_name(exc: BaseException) -> str:
-    """The exception's type as an error entry names it: bare for builtins, else dotted."""
-    kind = type(exc)
-    if kind.__module__ == "builtins":
-        return kind.__qualname__
-    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def check_sentry_sdk(**kwargs: Any) -> list[checks.CheckMessage]:

@@ -20,7 +20,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
-from jobqueue import display
+from jobqueue.console import display
 from jobqueue.contrib.webhooks import deliveries, signing
 from jobqueue.contrib.webhooks.models import Webhook
 

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.utils import timezone
 
-from jobqueue.arguments import bind_arguments, text_problem
 from jobqueue.contrib.webhooks import signing
 from jobqueue.contrib.webhooks.tasks import deliver
+from jobqueue.tasks.arguments import bind_arguments, text_problem
 
 if TYPE_CHECKING:
     from jobqueue.models import Job

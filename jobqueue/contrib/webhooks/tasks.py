@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from jobqueue import Discard, PermanentError, Snooze, conf, task
 from jobqueue.contrib.webhooks import signing
-from jobqueue.store import storable_text
+from jobqueue.store.errors import storable_text
 
 DELIVERY_TASK = "jobqueue.contrib.webhooks.deliver"
 QUEUE = "webhooks"

@@ -10,9 +10,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 import jobqueue
-from jobqueue import overview
+from jobqueue.console import overview
 from jobqueue.management import operator_commands, queue_commands
-from jobqueue.store import Store
+from jobqueue.store.jobs import Store
+from jobqueue.tasks import unregistered
 
 
 class Command(BaseCommand):
@@ -87,15 +88,15 @@ class Command(BaseCommand):
 
     def _unregistered(self, rows: list[overview.QueueRow]) -> None:
         """Name the tasks of pending jobs that no live worker has registered."""
-        counts = overview.by_task(
+        counts = unregistered.by_task(
             (r.queue, name, n) for r in rows for name, n in r.unregistered.items()
         )
         if not counts:
             return
-        names = overview.name_counts(counts)
+        names = unregistered.name_counts(counts)
         self.stdout.write(f"\npending jobs of tasks no live worker has registered: {names}")
         if overview.live_workers().exists():
-            self.stderr.write(overview.REGISTER_HINT)
+            self.stderr.write(unregistered.REGISTER_HINT)
         else:
             self.stderr.write("No worker is running: start one with manage.py runjobs.")
 

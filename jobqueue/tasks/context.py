@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from asgiref.sync import sync_to_async
 
-from jobqueue.arguments import json_problem
+from jobqueue.tasks.arguments import json_problem
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
-    from jobqueue.store import ClaimedJob, Store
+    from jobqueue.store.jobs import ClaimedJob, Store
 
 T = TypeVar("T")
 

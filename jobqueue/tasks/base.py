@@ -26,9 +26,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
 from jobqueue import conf
-from jobqueue.arguments import text_problem
-from jobqueue.enqueue import EnqueueOptions, collector_paused, enqueue_calls
-from jobqueue.options import INHERITED_OPTIONS, validate_options
+from jobqueue.tasks.arguments import text_problem
+from jobqueue.tasks.enqueue import EnqueueOptions, collector_paused, enqueue_calls
+from jobqueue.tasks.options import INHERITED_OPTIONS, validate_options
 
 if TYPE_CHECKING:
     from jobqueue.models import Job

@@ -12,7 +12,8 @@ from typing import Any
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobqueue import charts, history, signals
+from jobqueue import signals
+from jobqueue.console import charts, history
 
 COLORS = {
     "succeeded": "#2e7d32",

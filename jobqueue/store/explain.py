@@ -15,10 +15,8 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from jobqueue import states
-
-# The ``type`` of a crash's entry: no handler raised, its worker was lost.
-WORKER_LOST = "WorkerLost"
+from jobqueue.store import states
+from jobqueue.store.errors import WORKER_LOST
 
 
 def message(entry: Mapping[str, Any]) -> str:

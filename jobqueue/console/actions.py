@@ -19,10 +19,10 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
-from jobqueue import states
-from jobqueue.display import status_badge
-from jobqueue.operations import Outcome, Selection
-from jobqueue.store import Store
+from jobqueue.console.display import status_badge
+from jobqueue.store import states
+from jobqueue.store.jobs import Store
+from jobqueue.store.operations import Outcome, Selection
 
 # The confirmation page names at most this many jobs, the newest first, and counts the rest.
 LISTED = 100

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import zoneinfo
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -13,9 +12,11 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
-from jobqueue import conf, pauses, states
+from jobqueue import conf
 from jobqueue.models import Job, Worker
-from jobqueue.store import Store
+from jobqueue.runtime.queues import QueueSelection
+from jobqueue.store import pauses, states
+from jobqueue.store.jobs import Store
 
 # Counted per queue; succeeded and discarded rows (the bulk of a table) are left out.
 COUNTED = (states.PENDING, states.RUNNING, states.FAILED, states.ABANDONED)
@@ -23,13 +24,6 @@ COUNTED = (states.PENDING, states.RUNNING, states.FAILED, states.ABANDONED)
 # Why a pending job will not be claimed as things are (see ``why_unclaimed``).
 NO_WORKER = "no worker"
 UNREGISTERED = "unregistered"
-# What to do about a task no live worker has registered, said wherever one is named.
-REGISTER_HINT = (
-    "A worker claims only tasks it imported: define them in an installed app's tasks.py "
-    'or list their modules in JOBQUEUE["TASK_MODULES"].'
-)
-# A message names at most this many tasks, the ones with the most jobs first.
-NAMED_TASKS = 20
 
 
 @dataclass
@@ -114,30 +108,6 @@ def pool_name(settings: conf.Settings, queue: str) -> str | None:
     return pool.name if pool is not None else None
 
 
-def by_task(rows: Iterable[tuple[str, str, int]]) -> dict[str, int]:
-    """``(queue, task_name, count)`` rows summed per task, most jobs first."""
-    totals: dict[str, int] = {}
-    for _, task_name, count in rows:
-        totals[task_name] = totals.get(task_name, 0) + count
-    return dict(sorted(totals.items(), key=lambda item: (-item[1], item[0])))
-
-
-def name_counts(counts: dict[str, int], limit: int = NAMED_TASKS) -> str:
-    """``"a (3), b (1)"``, in the given order; past ``limit`` names, how many more."""
-    named = [f"{name} ({n})" for name, n in list(counts.items())[:limit]]
-    if len(counts) > limit:
-        named.append(f"and {len(counts) - limit} more task(s)")
-    return ", ".join(named)
-
-
-def unregistered_message(counts: dict[str, int]) -> str:
-    """The worker's warning about pending jobs of tasks no live worker has registered."""
-    return (
-        f"{sum(counts.values())} pending job(s) of task(s) no live worker has registered: "
-        f"{name_counts(counts)}. {REGISTER_HINT}"
-    )
-
-
 def live_workers(
     using: str = DEFAULT_DB_ALIAS, settings: conf.Settings | None = None
 ) -> QuerySet[Worker]:
@@ -185,10 +155,8 @@ def worker_rows() -> list[WorkerRow]:
     )
     rows = []
     for w in Worker.objects.order_by("pool", "started_at"):
-        queues = w.queues.get("queues")
-        served = "*" if queues is None else ",".join(queues)
-        if w.queues.get("excluded"):
-            served += " except " + ",".join(w.queues["excluded"])
+        selection = QueueSelection.from_row(w.queues)
+        served = selection.describe() if selection else ""
         rows.append(
             WorkerRow(
                 id=w.id,

@@ -22,11 +22,13 @@ from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 from django.utils import timezone
 
-from jobqueue import conf, signals, states, tracing
-from jobqueue.arguments import Call, Signed, check_calls, check_text, short_repr
-from jobqueue.channel import NOTIFY_CHANNEL
-from jobqueue.options import validate_options
+from jobqueue import conf, signals
 from jobqueue.sql import Queries
+from jobqueue.store import states
+from jobqueue.store.channel import NOTIFY_CHANNEL
+from jobqueue.tasks import tracing
+from jobqueue.tasks.arguments import Call, Signed, check_calls, check_text, short_repr
+from jobqueue.tasks.options import validate_options
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -34,8 +36,6 @@ if TYPE_CHECKING:
 MAX_QUEUE_LENGTH = 100
 MAX_KEY_LENGTH = 255
 PRIORITY_RANGE = (-100, 100)
-# Job.max_attempts is a PostgreSQL integer column.
-MAX_ATTEMPTS_LIMIT = conf.MAX_INTEGER_COLUMN
 # A bulk enqueue of this many jobs or more asks whether the planner knows of them, and has
 # the table analysed if not. Fewer, scanned and sorted, cost a claim a millisecond at most.
 REFRESH_STATISTICS_AFTER = 1_000
@@ -94,17 +94,11 @@ class EnqueueOptions:
             raise TypeError(f"{name}: priority must be a whole number, not {self.priority!r}.")
         if not low <= self.priority <= high:
             raise ValueError(f"{name}: priority must be from {low} to {high}, not {self.priority}.")
-        if self.max_attempts is not None and (
-            isinstance(self.max_attempts, bool)
-            or not isinstance(self.max_attempts, int)
-            or not 1 <= self.max_attempts <= MAX_ATTEMPTS_LIMIT
-        ):
-            raise ValueError(
-                f"{name}: max_attempts must be a whole number from 1 to {MAX_ATTEMPTS_LIMIT:,}, "
-                f"not {short_repr(self.max_attempts)}."
-            )
-        if self.on_crash is not None:
-            validate_options({"on_crash": self.on_crash}, where=f"{name}: {{}}".format)
+        inherited = {"max_attempts": self.max_attempts, "on_crash": self.on_crash}
+        validate_options(
+            {option: value for option, value in inherited.items() if value is not None},
+            where=f"{name}: {{}}".format,
+        )
         # Compared, not converted: a huge int or 1e20 would overflow timedelta(), and NaN
         # fails both comparisons.
         if self.delay is not None and (

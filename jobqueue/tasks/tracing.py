@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from jobqueue.store import ClaimedJob
+    from jobqueue.store.jobs import ClaimedJob
 
 TRACER_NAME = "jobqueue"
 # Outcomes of an attempt that are no error of its span: the handler's decisions, not failures.

@@ -27,8 +27,11 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Count, Min
 from django.utils import timezone
 
-from jobqueue import conf, overview, pauses, states
+from jobqueue import conf
+from jobqueue.console import overview
 from jobqueue.models import Job
+from jobqueue.runtime.queues import QueueSelection
+from jobqueue.store import pauses, states
 
 DEFAULT_MAX_WAIT = 300.0
 # An on-demand pool has no worker until its supervisor starts one for due jobs, which takes
@@ -186,9 +189,5 @@ def _due(
 
 def serves(registered: Any, queue: str) -> bool:
     """Whether a worker that registered ``registered`` (its row's ``queues``) claims ``queue``."""
-    if not isinstance(registered, dict):
-        return False
-    if queue in (registered.get("excluded") or ()):
-        return False
-    queues = registered.get("queues")
-    return queues is None or queue in queues
+    selection = QueueSelection.from_row(registered)
+    return selection is not None and selection.serves(queue)

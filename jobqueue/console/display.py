@@ -18,7 +18,8 @@ from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from jobqueue import explain, overview, states
+from jobqueue.console import overview
+from jobqueue.store import explain, states
 
 if TYPE_CHECKING:
     from jobqueue.models import Job

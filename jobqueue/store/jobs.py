@@ -16,14 +16,26 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, DataError, IntegrityError, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.utils import timezone
 
-from jobqueue import conf, explain, signals, states
-from jobqueue.channel import CANCEL_PREFIX, NOTIFY_CHANNEL
+from jobqueue import conf, signals
 from jobqueue.exceptions import JobRunAborted
-from jobqueue.operations import Action, Outcome, Selection, SelectionSQL, compile_selection
 from jobqueue.sql import Queries, loads
+from jobqueue.store import explain, states
+from jobqueue.store.channel import CANCEL_PREFIX, NOTIFY_CHANNEL
+from jobqueue.store.errors import (
+    LAST_ERROR_LIMIT,
+    MESSAGE_LIMIT,
+    UnstorableOutcome,
+    error_params,
+    exception_text,
+    refused_value,
+    storable_text,
+    summary,
+    type_name,
+)
+from jobqueue.store.operations import Action, Outcome, Selection, SelectionSQL, compile_selection
 
 logger = logging.getLogger("jobqueue")
 
@@ -32,9 +44,6 @@ PRUNE_BATCH = 1000
 # What an error entry keeps of a handler's exception, per attempt: the head and the tail of
 # its message and traceback, and how much was cut between them. A 5 MB message is then not
 # stored (nor logged) whole on every attempt.
-MESSAGE_LIMIT = 10_000
-TRACEBACK_LIMIT = 20_000
-LAST_ERROR_LIMIT = 1_000  # last_error, the one line the admin and the logs show
 
 
 @dataclass
@@ -258,7 +267,7 @@ class Store:
             job,
             lambda: {
                 "delay": delay,
-                **_error_params(error),
+                **error_params(error),
                 **self.queries.clock(run_at=delay),
             },
             "the error entry",
@@ -279,7 +288,7 @@ class Store:
 
     def fail(self, job: ClaimedJob, error: dict[str, Any], *, worker: str) -> None:
         """running -> failed; the row and its error history stay for an operator."""
-        if not self._outcome("fail", job, lambda: _error_params(error), "the error entry", worker):
+        if not self._outcome("fail", job, lambda: error_params(error), "the error entry", worker):
             return
         logger.error(
             "job %s (%s) failed for good on attempt %s of %s: %s",
@@ -297,7 +306,7 @@ class Store:
         The attempt's entry goes into ``errors`` and its reason into ``last_error``, as for
         a failure, so an operator sees why; Retry takes it back like any discarded job.
         """
-        if not self._outcome("discard", job, lambda: _error_params(error), "the reason", worker):
+        if not self._outcome("discard", job, lambda: error_params(error), "the reason", worker):
             return
         logger.info(
             "job %s (%s) discarded itself on attempt %s: %s",
@@ -332,7 +341,7 @@ class Store:
         written as it is: the database refused it, or it could not be encoded. Without this
         the job would stay running until its lease ran out, and run again as a crash."""
         entry = {
-            "type": f"{UnstorableOutcome.__module__}.{UnstorableOutcome.__qualname__}",
+            "type": type_name(UnstorableOutcome),
             "message": storable_text(
                 f"{what} of attempt {job.attempt} could not be stored "
                 f"({type(exc).__name__}: {exception_text(exc)}); the job is failed instead",
@@ -345,7 +354,7 @@ class Store:
         }
         # No fallback behind this one: if even this write fails, it raises, and the lease
         # running out returns the job (a crash) for another attempt to record.
-        self._fenced("fail", job, _error_params(entry))
+        self._fenced("fail", job, error_params(entry))
         logger.error(
             "job %s (%s) failed on attempt %s: %s",
             job.id,
@@ -900,20 +909,6 @@ def _done_rows(done: list[Success]) -> str:
     return "[" + ", ".join(parts) + "]"
 
 
-def summary(error: dict[str, Any]) -> str:
-    """The one-line ``last_error`` for an error entry, at most ``LAST_ERROR_LIMIT`` long."""
-    message = str(error.get("message") or "")
-    # The first line of at most the head of the message: an entry's message is capped, but
-    # splitting a long one only to keep its first line would be waste.
-    first_line = message[: LAST_ERROR_LIMIT * 2].splitlines()[0] if message else ""
-    kind = str(error.get("type", "Error"))
-    return storable_text(f"{kind}: {first_line}" if first_line else kind, LAST_ERROR_LIMIT)
-
-
-class UnstorableOutcome(Exception):
-    """The type named by the error entry of a job whose outcome could not be stored."""
-
-
 def clamp_delay(seconds: float) -> float:
     """``seconds`` within 0 .. ``conf.MAX_DELAY``; NaN and infinity become the maximum.
 
@@ -924,84 +919,3 @@ def clamp_delay(seconds: float) -> float:
     if not seconds <= conf.MAX_DELAY:  # also True for NaN
         return float(conf.MAX_DELAY)
     return max(0.0, float(seconds))
-
-
-def refused_value(exc: BaseException) -> bool:
-    """True for an error about a value (the database refused it, or it could not be
-    encoded); False for one about reaching the database (``OperationalError``,
-    ``InterfaceError``), which the lease and recovery see to."""
-    return isinstance(
-        exc, DataError | IntegrityError | ValueError | OverflowError | TypeError | RecursionError
-    )
-
-
-def storable_text(text: str, limit: int) -> str:
-    """``text`` as every database stores it, in at most ``limit`` characters.
-
-    NUL bytes and lone surrogates, which PostgreSQL refuses, are written as the escapes
-    ``\\x00`` and ``\\ud800``. A longer text keeps its head and its tail and says how much
-    was cut between them: "... [123,456 characters cut] ...".
-    """
-    if len(text) <= limit:
-        if _storable(text):
-            return text
-        escaped = _escape(text)
-        if len(escaped) <= limit:
-            return escaped
-    room = max(0, limit - _MARKER_ROOM)
-    head, shown_head = _fit(text[: room // 2], room // 2, keep_end=False)
-    tail_room = room - room // 2
-    tail, shown_tail = _fit(text[len(text) - tail_room :] if tail_room else "", tail_room, True)
-    cut = len(text) - shown_head - shown_tail
-    return f"{head} … [{cut:,} characters cut] … {tail}"
-
-
-# Room left for " … [1,234,567,890 characters cut] … " when a text is cut.
-_MARKER_ROOM = 48
-
-
-def _storable(text: str) -> bool:
-    if "\x00" in text:
-        return False
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _escape(text: str) -> str:
-    text = text.replace("\x00", "\\x00")
-    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _fit(raw: str, budget: int, keep_end: bool) -> tuple[str, int]:
-    """The escaped form of as much of ``raw`` as fits ``budget``, kept from its start (or
-    its end), and how many characters of ``raw`` that is."""
-    escaped = _escape(raw)
-    excess = len(escaped) - budget
-    if excess > 0:
-        # Each character escapes to one or more: dropping ``excess`` of them is enough.
-        raw = raw[excess:] if keep_end else raw[: len(raw) - excess]
-        escaped = _escape(raw)
-    return escaped, len(raw)
-
-
-def exception_text(exc: BaseException) -> str:
-    """``str(exc)``, or what stands for it when that raises (a handler's own exception may)."""
-    try:
-        return str(exc)
-    except Exception as error:
-        try:
-            why = f"{type(error).__name__}: {error}"
-        except Exception:
-            why = type(error).__name__
-        return f"<str() of the {type(exc).__name__} raised {why}>"
-
-
-def _error_params(error: dict[str, Any]) -> dict[str, Any]:
-    # json.dumps may raise (a value a handler put in the entry): callers treat that as a
-    # refused value, like a DataError of the write.
-    return {"error": json.dumps(error), "last_error": summary(error)}

@@ -23,12 +23,15 @@ from django.tasks.base import TaskError
 from django.tasks.exceptions import InvalidTask
 from django.tasks.signals import task_finished, task_started
 
-from jobqueue import explain, signals, states, tasks
-from jobqueue.tasks import TaskOptions
+from jobqueue import signals
+from jobqueue.store import explain, states
+from jobqueue.store.errors import WORKER_LOST, WorkerLost
+from jobqueue.tasks import base as tasks
+from jobqueue.tasks.base import TaskOptions
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
-    from jobqueue.runtime.context import JobContext
+    from jobqueue.tasks.context import JobContext
 
 logger = logging.getLogger("jobqueue")
 
@@ -42,11 +45,7 @@ STATUSES: Mapping[str, TaskResultStatus] = {
 }
 # Per-task options a JobQueueTask (or the backend's OPTIONS) may set, as TaskOptions fields.
 PER_TASK_OPTIONS = ("max_attempts", "timeout", "on_crash", "backoff")
-CRASH = explain.WORKER_LOST
-
-
-class WorkerLost(Exception):
-    """The worker running an attempt died; ``TaskError.exception_class`` of a crash entry."""
+CRASH = WORKER_LOST
 
 
 class DjangoTaskAdapter(tasks.Task[Any, Any]):
