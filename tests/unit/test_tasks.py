@@ -4,7 +4,9 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from jobqueue import conf, task
+from jobqueue.console.health import serves
 from jobqueue.runtime import queues
+from jobqueue.runtime.queues import QueueSelection
 from jobqueue.tasks import base as registry
 from jobqueue.tasks.options import validate_options
 
@@ -116,3 +118,18 @@ def test_validate_options_returns_the_checked_values():
     assert type(checked["backoff"][0]) is float
     with pytest.raises(TypeError, match="'queue' is not one of max_attempts"):
         validate_options({"queue": "x"}, where="{}".format)
+
+
+def test_a_queue_selection_answers_for_the_worker_the_probe_and_the_tables():
+    every = QueueSelection(None, ("reports",))
+    some = QueueSelection(("emails", "webhooks"))
+    assert every.serves("emails") and not every.serves("reports")
+    assert some.serves("emails") and not some.serves("reports")
+    assert QueueSelection.from_row(some.as_row()) == some
+    assert QueueSelection.from_row({"queues": None, "excluded": ["reports"]}) == every
+    assert QueueSelection.from_row("hand-written") is None
+    assert every.describe() == "* except reports"
+    assert some.describe(sep=", ") == "emails, webhooks"
+    assert QueueSelection(()).describe(every="every queue", none="no queue") == "no queue"
+    assert serves({"queues": ["emails"], "excluded": []}, "emails")
+    assert not serves(None, "emails")
