@@ -276,7 +276,7 @@ class JobqueueChurner(Churner):
         self.system.enqueue_one_by_one(1)
 
     def unfinished(self) -> int:
-        from jobqueue.store import states
+        from jobqueue import states
 
         [(count,)] = self.rows(
             "SELECT count(*) FROM jobqueue_job WHERE status = ANY(%s)", [list(states.UNFINISHED)]
@@ -303,8 +303,7 @@ class JobqueueChurner(Churner):
         return int(count), None if p50 is None else (float(p50), float(p99))
 
     def prune(self, retention: float) -> int:
-        from jobqueue import conf
-        from jobqueue.store import states
+        from jobqueue import conf, states
         from jobqueue.store.jobs import Store
 
         kept = dict.fromkeys(states.PRUNABLE, retention)

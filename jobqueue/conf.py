@@ -20,7 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from jobqueue.store import states
+from jobqueue import states
 
 ON_CRASH_CHOICES = ("retry", "park")
 POOL_OPTIONS = (

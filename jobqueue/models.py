@@ -14,8 +14,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q
 from django.utils import timezone
 
-from jobqueue.store import states
-from jobqueue.store.states import Status
+from jobqueue import states
+from jobqueue.states import Status
 
 # Django's warnings that MySQL and MariaDB ignore an index's condition (models.W037) and
 # skip a conditional unique constraint (models.W036): true of Django's DDL, not of

@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Any, overload
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
-from jobqueue import conf
+from jobqueue import conf, states
 from jobqueue.runtime import attempt as attempts
 from jobqueue.sql import Queries
-from jobqueue.store import states
 from jobqueue.store.jobs import Store
 from jobqueue.tasks import base as tasks
 from jobqueue.tasks import enqueue

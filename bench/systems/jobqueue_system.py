@@ -12,11 +12,10 @@ from django.db import connection
 import jobqueue
 from bench.peers._common import paced
 from bench.systems.base import System
-from jobqueue import conf
+from jobqueue import conf, states
 from jobqueue.models import Job, Worker
 from jobqueue.runtime.worker import Worker as JobWorker
 from jobqueue.sql import load
-from jobqueue.store import states
 
 # jobqueue's named statements, by hot-path kind; every other statement is "other".
 KIND_OF = {

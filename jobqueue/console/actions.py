@@ -19,8 +19,8 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
+from jobqueue import states
 from jobqueue.console.display import status_badge
-from jobqueue.store import states
 from jobqueue.store.jobs import Store
 from jobqueue.store.operations import Outcome, Selection
 

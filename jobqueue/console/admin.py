@@ -30,7 +30,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from jobqueue import conf
+from jobqueue import conf, states
 from jobqueue.console import actions, dashboard, display, history, notice, overview
 from jobqueue.models import Dashboard, Job, QueueSummary, Schedule, Worker
 from jobqueue.runtime.queues import QueueSelection
@@ -38,9 +38,9 @@ from jobqueue.schedules import spec as schedule_spec
 from jobqueue.schedules import state as schedule_state
 from jobqueue.schedules.spec import KEY_PREFIX, ScheduleSpec
 from jobqueue.sql import Queries
-from jobqueue.store import pauses, states
+from jobqueue.states import DISCARDABLE, RETRYABLE
+from jobqueue.store import pauses
 from jobqueue.store.jobs import Store
-from jobqueue.store.states import DISCARDABLE, RETRYABLE
 
 
 class EstimatedCountPaginator(Paginator):

@@ -18,8 +18,9 @@ from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from jobqueue import states
 from jobqueue.console import overview
-from jobqueue.store import explain, states
+from jobqueue.store import explain
 
 if TYPE_CHECKING:
     from jobqueue.models import Job

@@ -27,11 +27,11 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Count, Min
 from django.utils import timezone
 
-from jobqueue import conf
+from jobqueue import conf, states
 from jobqueue.console import overview
 from jobqueue.models import Job
 from jobqueue.runtime.queues import QueueSelection
-from jobqueue.store import pauses, states
+from jobqueue.store import pauses
 
 DEFAULT_MAX_WAIT = 300.0
 # An on-demand pool has no worker until its supervisor starts one for due jobs, which takes

@@ -1,7 +1,8 @@
-"""The dashboard's history: the histogram buckets the workers count into, and the bounded
-reads the admin's dashboard draws from (:class:`jobqueue.models.MinuteStat` and
-:class:`jobqueue.models.QueueSample`, the job table only for its last failures and running
-jobs). No database writes: the workers write the rows (:mod:`jobqueue.runtime.tally`).
+"""The dashboard's history: the bounded reads the admin's dashboard draws from
+(:class:`jobqueue.models.MinuteStat` and :class:`jobqueue.models.QueueSample`, the job table
+only for its last failures and running jobs). No database writes: the workers write,
+compact and prune the rows (:mod:`jobqueue.runtime.tally`, through
+:mod:`jobqueue.store.stats`, which owns the buckets and tiers both sides read).
 
 Every read here is bounded: the stat rows of a range by the ``minute`` index, summed by the
 database into at most ~170 buckets; the failed jobs by the (status, finished_at) index, a
@@ -22,10 +23,9 @@ from django.db.models import Sum
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from jobqueue import signals
+from jobqueue import signals, states
 from jobqueue.models import Job, MinuteStat, QueueSample, Worker
 from jobqueue.sql import Queries
-from jobqueue.store import states
 from jobqueue.store.stats import BOUNDS, COLUMNS, STARTED, TIERS
 
 FAILURES_READ = 200  # the most recent failed jobs read for the per-task table

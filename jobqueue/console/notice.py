@@ -25,8 +25,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
-from jobqueue import signals
-from jobqueue.store import states
+from jobqueue import signals, states
 
 CACHE_KEY = "jobqueue:admin:abandoned-count"
 CACHE_SECONDS = 60

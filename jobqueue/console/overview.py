@@ -12,10 +12,10 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
-from jobqueue import conf
+from jobqueue import conf, states
 from jobqueue.models import Job, Worker
 from jobqueue.runtime.queues import QueueSelection
-from jobqueue.store import pauses, states
+from jobqueue.store import pauses
 from jobqueue.store.jobs import Store
 
 # Counted per queue; succeeded and discarded rows (the bulk of a table) are left out.

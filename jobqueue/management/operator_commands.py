@@ -12,8 +12,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import QuerySet
 
+from jobqueue import states
 from jobqueue.models import Job
-from jobqueue.store import states
 from jobqueue.store.jobs import Store
 from jobqueue.store.operations import Action, Outcome, Selection
 

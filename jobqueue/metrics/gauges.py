@@ -18,10 +18,9 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Count
 from django.utils import timezone
 
-from jobqueue import conf
+from jobqueue import conf, states
 from jobqueue.console import overview
 from jobqueue.sql import Queries
-from jobqueue.store import states
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric

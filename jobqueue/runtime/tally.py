@@ -21,10 +21,10 @@ from typing import Any
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from jobqueue import signals
+from jobqueue import signals, states
 from jobqueue.models import Job, MinuteStat, QueueSample
 from jobqueue.runtime.outage import Health
-from jobqueue.store import states, stats
+from jobqueue.store import stats
 
 logger = logging.getLogger("jobqueue.worker")
 

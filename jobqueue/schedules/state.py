@@ -19,10 +19,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, transaction
 from django.db.models import F
 
-from jobqueue import conf
+from jobqueue import conf, states
 from jobqueue.models import Job, Schedule
 from jobqueue.schedules.spec import ScheduleSpec, load
-from jobqueue.store import states
 from jobqueue.tasks import base as tasks
 from jobqueue.tasks.enqueue import EnqueueOptions, enqueue_calls
 

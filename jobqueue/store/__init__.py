@@ -1,10 +1,11 @@
-"""Storage: the job's life in rows. ``Store`` (every status change), its vendor statements'
-callers, the states, the operator's transitions, pauses, and the words and entries a
-failure is written down as.
+"""Storage: the job's life in rows. ``Store`` (every status change), the operator's
+transitions, pauses, the entries and words a failure is written down as, and the
+dashboard's statistics rows; the statuses themselves are ``jobqueue.states``.
 
 ``jobqueue.store`` is a public path (``from jobqueue.store import Store``). The name is
-looked up when first asked for, not at import: ``jobqueue.models`` and ``jobqueue.conf`` import
-``jobqueue.store.states``, which must not pull the whole store in before the models exist.
+looked up when first asked for, not at import: ``import jobqueue`` (as Django's app loading
+does, before any model may be imported) reaches ``jobqueue.store.channel``, and the
+package must not pull in ``Store``'s module, which needs the models, at that moment.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from jobqueue.store import states
+from jobqueue import states
 from jobqueue.store.errors import WORKER_LOST
 
 

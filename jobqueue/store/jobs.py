@@ -19,10 +19,10 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.utils import timezone
 
-from jobqueue import conf, signals
+from jobqueue import conf, signals, states
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.sql import Queries, loads
-from jobqueue.store import explain, states
+from jobqueue.store import explain
 from jobqueue.store.channel import CANCEL_PREFIX, NOTIFY_CHANNEL
 from jobqueue.store.errors import (
     LAST_ERROR_LIMIT,

@@ -23,8 +23,8 @@ from django.tasks.base import TaskError
 from django.tasks.exceptions import InvalidTask
 from django.tasks.signals import task_finished, task_started
 
-from jobqueue import signals
-from jobqueue.store import explain, states
+from jobqueue import signals, states
+from jobqueue.store import explain
 from jobqueue.store.errors import WORKER_LOST, WorkerLost
 from jobqueue.tasks import base as tasks
 from jobqueue.tasks.base import TaskOptions

@@ -22,9 +22,8 @@ from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 from django.utils import timezone
 
-from jobqueue import conf, signals
+from jobqueue import conf, signals, states
 from jobqueue.sql import Queries
-from jobqueue.store import states
 from jobqueue.store.channel import NOTIFY_CHANNEL
 from jobqueue.tasks import tracing
 from jobqueue.tasks.arguments import Call, Signed, check_calls, check_text, short_repr

@@ -28,10 +28,10 @@ from django.conf import settings
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from jobqueue import signals
+from jobqueue import signals, states
 from jobqueue.models import Job
 from jobqueue.runtime.worker import Worker
-from jobqueue.store import explain, states
+from jobqueue.store import explain
 
 DIR_VARIABLE = "JOBQUEUE_DEMO_DIR"  # set once the demo runs on its own database
 FINISHED = {states.SUCCEEDED, states.FAILED, states.ABANDONED, states.DISCARDED}

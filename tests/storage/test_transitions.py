@@ -26,11 +26,10 @@ import pytest
 from django.utils import timezone
 
 import jobqueue.sql
-from jobqueue import conf
+from jobqueue import conf, states
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.models import Job
 from jobqueue.sql import SUPPORTED_VENDORS, Queries, load
-from jobqueue.store import states
 from jobqueue.store.jobs import ClaimedJob, ClaimScope, Store, success
 from jobqueue.tasks.base import Call
 from tests.testapp import tasks

@@ -173,6 +173,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "storage",
         (
+            "jobqueue.states",
             "jobqueue.conf",
             "jobqueue.exceptions",
             "jobqueue.signals",

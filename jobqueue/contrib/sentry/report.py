@@ -22,8 +22,8 @@ from typing import Any
 
 from django.core import checks
 
-from jobqueue import signals
-from jobqueue.store import explain, states
+from jobqueue import signals, states
+from jobqueue.store import explain
 from jobqueue.store.errors import type_name
 
 logger = logging.getLogger("jobqueue")

@@ -17,8 +17,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from jobqueue import states
 from jobqueue.models import Job
-from jobqueue.store import explain, states
+from jobqueue.store import explain
 from jobqueue.store.jobs import Store
 from shop import demokit, tasks
 from shop.demokit import FINISHED, InProcessWorker, Journal, WorkerProcesses, wait_for
