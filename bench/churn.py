@@ -51,7 +51,7 @@ from typing import Any
 
 from bench.report import Table, number, progress, ratio
 from bench.systems.base import REPO, System
-from bench.workloads import BenchError
+from bench.workload import BenchError
 
 TICK = 0.05  # s between the enqueuer's batches
 STARTUP = 3.0  # s from the enqueuer's spawn to its first batch: its imports are not paced
