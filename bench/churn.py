@@ -40,6 +40,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,15 +54,20 @@ STARTUP = 3.0  # s from the enqueuer's spawn to its first batch: its imports are
 STOP_TIMEOUT = 60.0  # s a worker has to exit on SIGTERM
 
 
-def churn(
-    systems: list[System],
-    minutes: float,
-    share: float,
-    fixed_rate: float | None,
-    interval: float,
-    probe_jobs: int,
-    vacuum: bool,
-) -> list[Table]:
+@dataclass(frozen=True)
+class Plan:
+    """W8's options: ``--churn-minutes``, ``--churn-share`` (or ``--churn-rate``),
+    ``--churn-interval``, ``--churn-probe-jobs``, ``--churn-vacuum``."""
+
+    minutes: float
+    share: float  # the enqueue rate, as a share of the probe's drain rate
+    fixed_rate: float | None  # or this rate, jobs/s
+    interval: float  # s per sample; finished jobs are kept this long
+    probe_jobs: int
+    vacuum: bool
+
+
+def churn(systems: list[System], plan: Plan) -> list[Table]:
     """W8 for each of ``systems`` that it knows (jobqueue, pgqueuer), one after the other;
     a table per system and the summaries."""
     runs = []
@@ -70,8 +76,8 @@ def churn(
             continue
         with tempfile.TemporaryDirectory(prefix=f"bench-w8-{system.name}-") as folder:
             churner = CHURNERS[system.name](system, Path(folder))
-            runs.append(_run(churner, minutes, share, fixed_rate, interval, probe_jobs, vacuum))
-    return tables(runs, vacuum)
+            runs.append(_run(churner, plan))
+    return tables(runs, plan.vacuum)
 
 
 def _sleep_until(
@@ -98,22 +104,14 @@ def _wait(what: str, done: Callable[[], bool], timeout: float, worker: Any, fold
         _sleep_until(time.time() + 0.1, worker, folder)
 
 
-def _run(
-    churner: Churner,
-    minutes: float,
-    share: float,
-    fixed_rate: float | None,
-    interval: float,
-    probe_jobs: int,
-    vacuum: bool,
-) -> Run:
-    name = churner.system.name
-    probe_rate = churner.probe(probe_jobs)
-    rate = fixed_rate or share * probe_rate
-    count = max(1, round(minutes * 60 / interval))
+def _run(churner: Churner, plan: Plan) -> Run:
+    name, interval = churner.system.name, plan.interval
+    probe_rate = churner.probe(plan.probe_jobs)
+    rate = plan.fixed_rate or plan.share * probe_rate
+    count = max(1, round(plan.minutes * 60 / interval))
     seconds = count * interval
     progress(
-        f"W8 [{name}]: drained {probe_jobs:,} jobs at {probe_rate:,.0f} jobs/s; churning at "
+        f"W8 [{name}]: drained {plan.probe_jobs:,} jobs at {probe_rate:,.0f} jobs/s; churning at "
         f"{rate:,.0f} jobs/s for {seconds:g} s, sampled every {interval:g} s"
     )
     claim_log = churner.folder / "claims"
@@ -149,7 +147,7 @@ def _run(
             )
             began = time.perf_counter()
             pruned += churner.prune(interval)
-            if vacuum:
+            if plan.vacuum:
                 churner.vacuum()
             last = intervals[-1]
             last.prune_seconds = time.perf_counter() - began
@@ -201,7 +199,7 @@ def _run(
         intervals=intervals,
         pruned=pruned,
         settings=f"{settings}; the table's storage options: {reloptions}",
-        fixed=bool(fixed_rate),
+        fixed=bool(plan.fixed_rate),
     )
 
 

@@ -123,19 +123,15 @@ def worker_memory(c: Context) -> list[Part]:
 
 def sustained_churn(c: Context) -> list[Part]:
     a = c.args
-    tables = c.again(
-        "W8",
-        lambda: churn.churn(
-            c.systems,
-            a.churn_minutes,
-            a.churn_share,
-            a.churn_rate,
-            a.churn_interval,
-            a.churn_probe_jobs,
-            a.churn_vacuum,
-        ),
+    plan = churn.Plan(
+        a.churn_minutes,
+        a.churn_share,
+        a.churn_rate,
+        a.churn_interval,
+        a.churn_probe_jobs,
+        a.churn_vacuum,
     )
-    return [*tables]
+    return [*c.again("W8", lambda: churn.churn(c.systems, plan))]
 
 
 # A workload with a table of its own, on PostgreSQL only.
