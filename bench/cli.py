@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.prepared:
         # Read by the settings of both Django projects, here and in every subprocess.
         os.environ["DATABASE_PREPARED"] = "true"
-    under_test: list[Any] = []  # the systems, filled in by run(): their databases go too
+    under_test: list[System] = []  # the systems, filled in by run(): their databases go too
     try:
         text, output = run(args, argv, config, under_test)
     finally:
@@ -406,7 +406,7 @@ def run(
     args: argparse.Namespace,
     argv: list[str] | None,
     config: dict[str, Any],
-    under_test: list[Any],
+    under_test: list[System],
 ) -> tuple[str, Path | None]:
     """Choose and set up the systems, run the workloads, print the report; the report and
     the file it is to be written to (None with --no-write)."""
@@ -443,14 +443,15 @@ def run(
 
     context = Context(args, under_test, vendor, statement_log(config, vendor))
     ran: dict[str, list[Part]] = {}
-    alone = [w.key for w in chosen if w.needs_jobqueue and "jobqueue" not in args.systems]
-    if alone:
-        progress(f"no {', '.join(alone)}: they measure jobqueue, which is not in --systems")
+    without = [w.key for w in chosen if w.needs_jobqueue and "jobqueue" not in args.systems]
+    if without:
+        progress(f"no {', '.join(without)}: they measure jobqueue, which is not in --systems")
     for workload in chosen:
-        if vendor in workload.databases and workload.key not in alone:
+        if vendor in workload.databases and workload.key not in without:
             if workload.own_table:
                 names = [s.name for s in under_test if workload.takes_part(type(s))]
-                progress(f"{workload.key}: {', '.join(names)}")
+                alone = " alone" if names == ["jobqueue"] else ""
+                progress(f"{workload.key}: {', '.join(names)}{alone}")
             ran[workload.key] = workload.run(context)
 
     for system in under_test:
