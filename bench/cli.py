@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -452,7 +453,8 @@ def run(
                 names = [s.name for s in under_test if workload.takes_part(type(s))]
                 alone = " alone" if names == ["jobqueue"] else ""
                 progress(f"{workload.key}: {', '.join(names)}{alone}")
-            ran[workload.key] = workload.run(context)
+            block = partial(workload.run, context)
+            ran[workload.key] = context.again(workload.key, block) if workload.again else block()
 
     for system in under_test:
         system.reset()

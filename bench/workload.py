@@ -129,6 +129,8 @@ class Workload:
     takes_part: TakesPart = every_system
     own_table: bool = False  # tables of its own, not rows of the systems' table
     needs_jobqueue: bool = False  # it measures jobqueue: without it in --systems, no run
+    # Measured again whole after an error; else its run retries each repetition on its own.
+    again: bool = False
     churns: bool = False  # it churns tables that only autovacuum vacuums
     peer_notes: bool = False  # what the report says about each peer goes with its table
     notes: Callable[[list[System]], list[str]] = no_notes  # more notes, when it ran

@@ -54,9 +54,7 @@ def idle_cost(c: Context) -> list[Part]:
         return []
     windows = a.idle_windows or a.repeat
     progress(f"W5: every idle worker at once, {windows} x {a.idle_seconds:g} s")
-    per_day = c.again(
-        "W5", lambda: idle.idle_cost(c.systems, log, a.idle_seconds, windows, a.idle_settle)
-    )
+    per_day = idle.idle_cost(c.systems, log, a.idle_seconds, windows, a.idle_settle)
     progress(f"W5 {per_day}")
     return [Measured(idle.IDLE_ROW, per_day)]
 
@@ -75,46 +73,26 @@ def statements(c: Context) -> list[Part]:
 
 def large(c: Context) -> list[Part]:
     a = c.args
-    return [
-        c.again(
-            "W6",
-            lambda: large_table.large_table(
-                a.large_finished, a.large_jobs, a.large_concurrency, a.repeat
-            ),
-        )
-    ]
+    return [large_table.large_table(a.large_finished, a.large_jobs, a.large_concurrency, a.repeat)]
 
 
 def more_processes(c: Context) -> list[Part]:
-    a, peers = c.args, c.peers(PGQUEUER)
-    return [
-        c.again("W9", lambda: processes.processes(a.processes_jobs, a.processes, a.repeat, peers))
-    ]
+    a = c.args
+    return [processes.processes(a.processes_jobs, a.processes, a.repeat, c.peers(PGQUEUER))]
 
 
 def big_backlog(c: Context) -> list[Part]:
-    a, peers = c.args, c.peers(PGQUEUER)
-    return [
-        c.again(
-            "W10",
-            lambda: backlog.backlog(a.backlog_sizes, a.backlog_batch, a.backlog_window, peers),
-        )
-    ]
+    a = c.args
+    return [backlog.backlog(a.backlog_sizes, a.backlog_batch, a.backlog_window, c.peers(PGQUEUER))]
 
 
 def drain_floor(c: Context) -> list[Part]:
-    a = c.args
-    return [c.again("W11", lambda: floor.floor(a.floor_jobs, a.floor_connections, a.repeat))]
+    return [floor.floor(c.args.floor_jobs, c.args.floor_connections, c.args.repeat)]
 
 
 def admin_pages(c: Context) -> list[Part]:
     a = c.args
-    return [
-        c.again(
-            "W12",
-            lambda: admin_changelist.admin_pages(a.admin_jobs, a.admin_renders, a.admin_minutes),
-        )
-    ]
+    return [admin_changelist.admin_pages(a.admin_jobs, a.admin_renders, a.admin_minutes)]
 
 
 def worker_memory(c: Context) -> list[Part]:
@@ -131,11 +109,11 @@ def sustained_churn(c: Context) -> list[Part]:
         a.churn_probe_jobs,
         a.churn_vacuum,
     )
-    return [*c.again("W8", lambda: churn.churn(c.systems, plan))]
+    return [*churn.churn(c.systems, plan)]
 
 
-# A workload with a table of its own, on PostgreSQL only.
-own_table = partial(Workload, databases=POSTGRESQL, own_table=True)
+# A workload with a table of its own, on PostgreSQL only, measured again whole after an error.
+own_table = partial(Workload, databases=POSTGRESQL, own_table=True, again=True)
 
 WORKLOADS = (
     Workload("W1", enqueue(bulk=False)),
@@ -143,7 +121,7 @@ WORKLOADS = (
     Workload("W3", start_and_drain, notes=throughput.drain_settings),
     Workload("W4", latency),
     # Counted on the server, from its log: none on SQLite.
-    Workload("W5", idle_cost, frozenset({"postgresql", "mysql"})),
+    Workload("W5", idle_cost, frozenset({"postgresql", "mysql"}), again=True),
     Workload("W7", statements),
     own_table("W6", large, takes_part=jobqueue_and(), needs_jobqueue=True),
     own_table("W9", more_processes, takes_part=jobqueue_and(*PGQUEUER), needs_jobqueue=True),
@@ -152,7 +130,8 @@ WORKLOADS = (
     ),
     own_table("W11", drain_floor, takes_part=jobqueue_and(), needs_jobqueue=True),
     own_table("W12", admin_pages, takes_part=jobqueue_and(), needs_jobqueue=True),
-    own_table("W13", worker_memory, takes_part=memory.takes_part, peer_notes=True),
+    # Each system's worker is measured again on its own.
+    own_table("W13", worker_memory, takes_part=memory.takes_part, peer_notes=True, again=False),
     own_table("W8", sustained_churn, takes_part=jobqueue_and(*PGQUEUER), churns=True),
 )
 KEYS = tuple(sorted((w.key for w in WORKLOADS), key=lambda key: int(key[1:])))
