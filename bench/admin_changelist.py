@@ -15,7 +15,7 @@ import statistics
 import time
 
 from bench.report import Table, number, progress
-from bench.workloads import BenchError
+from bench.workload import BenchError
 
 # One INSERT for every row: statuses, queues and tasks cycle so that each filter has work.
 LOAD = """

@@ -15,11 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from bench import database
 from bench.report import progress
-from bench.systems.base import REPO
+from bench.serverlog import MariaDBLog, ServerLog
+from bench.systems.base import REPO, System
+from bench.workload import Context, Part, Workload
+from bench.workloads import KEYS, WORKLOADS
 
 URLS = {
     "postgresql": "postgres://postgres@127.0.0.1:5432/jobqueue_bench",
@@ -28,18 +31,6 @@ URLS = {
     # bench_django_tasks_db on the same server.
     "mysql": "mysql://root@127.0.0.1:3306/bench_jobqueue",
 }
-T = TypeVar("T")
-ATTEMPTS = 3  # per run of a workload on a system
-WORKLOADS = (
-    "W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13"
-)  # fmt: skip
-# Workloads with a table of their own, of jobqueue alone (W11's raw-100 row is the driver's
-# code run in the bench process), on PostgreSQL only; W9 and W10 add the peers of PEERED.
-ALONE = ("W6", "W9", "W10", "W11", "W12")
-# W8 runs jobqueue, then pgqueuer if it is in --systems, each in a table of its own.
-PEERED = {"W8": ("pgqueuer",), "W9": ("pgqueuer",), "W10": ("pgqueuer",)}
-# Workloads with a table of their own, of every system that takes part, on PostgreSQL only.
-OWN_TABLE = (*ALONE, "W8", "W13")
 QUICK = {  # --quick: about 3-4 minutes
     "jobs": 2_000,
     "slow_jobs": 300,
@@ -140,8 +131,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=WORKLOADS,
-        default=list(WORKLOADS),
+        choices=KEYS,
+        default=list(KEYS),
         help="these workloads (W6 a large table, W9 more processes, W10 a big backlog, W11 the "
         "drain floor, W12 the admin's pages: jobqueue alone, and pgqueuer in W9 and W10 if "
         "it is in --systems; W8 sustained churn, jobqueue then pgqueuer if it is in "
@@ -293,6 +284,7 @@ class Companion:
     again in a process of its own (its own settings: prepared statements are read at
     start-up, SQLite is another database), with this run's sizes."""
 
+    key: str  # what --also calls it
     arguments: tuple[str, ...]  # added to this run's
     heading: str
     # The systems it compares, of this run's (None: all); whether it runs on this run's
@@ -300,17 +292,43 @@ class Companion:
     systems: tuple[str, ...] | None = None
     same_database: bool = False
 
+    def run(self, argv: list[str], systems: list[str], database_url: str | None) -> str:
+        """This companion, with this run's sizes; its report, one heading level down."""
+        wanted = [s for s in systems if self.systems is None or s in self.systems]
+        command = [*passed_on(argv), *self.arguments, "--systems", *wanted, "--no-write"]
+        command.append("--also")  # no companions of its own
+        if self.same_database and database_url:
+            command += ["--database-url", database_url]
+        progress(f"companion run: python bench/run.py {' '.join(command)}")
+        done = subprocess.run(
+            [sys.executable, str(REPO / "bench" / "run.py"), *command],
+            stdout=subprocess.PIPE,
+            text=True,
+            check=False,
+            env={k: v for k, v in os.environ.items() if k != "DATABASE_PREPARED"},
+        )
+        if done.returncode:
+            raise SystemExit(f"the companion run {self.key!r} failed (exit code {done.returncode})")
+        report = done.stdout[done.stdout.index("# ") :]  # past anything printed before it
+        title, *rest = report.splitlines()
+        lines = ["#" + line if line.startswith("#") else line for line in rest]
+        return "\n".join([f"# {self.heading}", "", title.lstrip("# ") + ".", *lines])
+
 
 COMPANIONS = {
-    "prepared": Companion(
-        ("--prepared", "--only", "W1", "W2", "W3", "W4"),
-        "With prepared statements (`--prepared`)",
-        # The Django projects it changes, and the fastest peer, whose psycopg prepares by
-        # default.
-        systems=("jobqueue", "django-tasks-db", "pgqueuer"),
-        same_database=True,
-    ),
-    "sqlite": Companion(("--database", "sqlite"), "On SQLite (`--database sqlite`)"),
+    companion.key: companion
+    for companion in (
+        Companion(
+            "prepared",
+            ("--prepared", "--only", "W1", "W2", "W3", "W4"),
+            "With prepared statements (`--prepared`)",
+            # The Django projects it changes, and the fastest peer, whose psycopg prepares by
+            # default.
+            systems=("jobqueue", "django-tasks-db", "pgqueuer"),
+            same_database=True,
+        ),
+        Companion("sqlite", ("--database", "sqlite"), "On SQLite (`--database sqlite`)"),
+    )
 }
 # Options of this run a companion does not take over: it chooses its own.
 NOT_PASSED_ON = {"--database", "--database-url", "--output", "--also", "--only", "--systems"}
@@ -321,7 +339,7 @@ def companions(args: argparse.Namespace, vendor: str) -> list[str]:
     workload on PostgreSQL."""
     if args.also is not None:
         return list(args.also)
-    if vendor == "postgresql" and set(args.only) == set(WORKLOADS) and not args.prepared:
+    if vendor == "postgresql" and set(args.only) == set(KEYS) and not args.prepared:
         return list(COMPANIONS)
     return []
 
@@ -336,32 +354,6 @@ def passed_on(argv: list[str]) -> list[str]:
         if not skipping:
             kept.append(arg)
     return kept
-
-
-def companion_section(
-    name: str, argv: list[str], systems: list[str], database_url: str | None
-) -> str:
-    """Run companion ``name`` with this run's sizes; its report, one heading level down."""
-    companion = COMPANIONS[name]
-    wanted = [s for s in systems if companion.systems is None or s in companion.systems]
-    command = [*passed_on(argv), *companion.arguments, "--systems", *wanted, "--no-write"]
-    command.append("--also")  # no companions of its own
-    if companion.same_database and database_url:
-        command += ["--database-url", database_url]
-    progress(f"companion run: python bench/run.py {' '.join(command)}")
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "run.py"), *command],
-        stdout=subprocess.PIPE,
-        text=True,
-        check=False,
-        env={k: v for k, v in os.environ.items() if k != "DATABASE_PREPARED"},
-    )
-    if done.returncode:
-        raise SystemExit(f"the companion run {name!r} failed (exit code {done.returncode})")
-    report = done.stdout[done.stdout.index("# ") :]  # past anything printed before it
-    title, *rest = report.splitlines()
-    lines = ["#" + line if line.startswith("#") else line for line in rest]
-    return "\n".join([f"# {companion.heading}", "", title.lstrip("# ") + ".", *lines])
 
 
 def prepare_database(url: str) -> dict[str, Any]:
@@ -387,30 +379,13 @@ def drop_databases(config: dict[str, Any], names: list[str]) -> None:
         database.drop({**config, "NAME": name})
 
 
-def again_on_error(what: str, block: Callable[[], T], retried: list[str]) -> T:
-    """The machine is shared: a database restart by someone else must not end the run."""
-    from django.db import connections
-
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            return block()
-        except Exception as exc:
-            if attempt == ATTEMPTS:
-                raise
-            progress(f"{what} failed, measuring again in 10 s: {str(exc)[-500:]}")
-            retried.append(what)
-            connections.close_all()  # a connection the server dropped is not reopened
-            time.sleep(10)
-    raise AssertionError("unreachable")
-
-
 def main(argv: list[str] | None = None) -> None:
     args = parse(sys.argv[1:] if argv is None else argv)
     config = prepare_database(args.database_url or URLS[args.database])
     if args.prepared:
         # Read by the settings of both Django projects, here and in every subprocess.
         os.environ["DATABASE_PREPARED"] = "true"
-    under_test: list[Any] = []  # the systems, filled in by run(): their databases go too
+    under_test: list[System] = []  # the systems, filled in by run(): their databases go too
     try:
         text, output = run(args, argv, config, under_test)
     finally:
@@ -419,7 +394,7 @@ def main(argv: list[str] | None = None) -> None:
     given = sys.argv[1:] if argv is None else argv
     vendor = "postgresql" if config["ENGINE"] == database.POSTGRESQL else "other"
     for name in companions(args, vendor):
-        section = companion_section(name, given, args.systems, args.database_url)
+        section = COMPANIONS[name].run(given, args.systems, args.database_url)
         print("\n" + section)  # after the report's own lines, one blank line apart
         text = text.rstrip("\n") + "\n\n" + section.rstrip("\n")
     if output is not None:
@@ -432,7 +407,7 @@ def run(
     args: argparse.Namespace,
     argv: list[str] | None,
     config: dict[str, Any],
-    under_test: list[Any],
+    under_test: list[System],
 ) -> tuple[str, Path | None]:
     """Choose and set up the systems, run the workloads, print the report; the report and
     the file it is to be written to (None with --no-write)."""
@@ -441,225 +416,130 @@ def run(
     django.setup()
     from django.db import connection
 
-    from bench import memory, report, systems
+    from bench import report, systems
 
+    vendor = connection.vendor
+    chosen = [w for w in WORKLOADS if w.key in args.only]
     available = systems.available()
-    compared = bool(set(args.only) - set(OWN_TABLE))  # any workload with the systems side by side
-    if connection.vendor != "postgresql":
-        # On SQLite or MariaDB, jobqueue and the peers that run there (django-tasks-db) only.
-        runs_here = "on_mysql" if connection.vendor == "mysql" else "on_sqlite"
-        args.systems = [
-            name
-            for name in args.systems
-            if name not in available or getattr(available[name], runs_here)
-        ]
-    elif not compared:  # only the peers W9, W10 and W13 measure take part: no other is set up
-        peered = {peer for key in args.only for peer in PEERED.get(key, ())}
-        args.systems = [
-            name
-            for name in args.systems
-            if name in {"jobqueue", *peered}
-            or ("W13" in args.only and name in available and memory.takes_part(available[name]))
-        ]
-    if "graphile-worker" in args.systems and not (shutil.which("node") and shutil.which("npm")):
-        progress("no graphile-worker: it needs Node.js and npm on PATH")
-        args.systems.remove("graphile-worker")
-    unknown = set(args.systems) - set(available)
-    if unknown:
-        sys.exit(f"unknown system(s) {', '.join(sorted(unknown))}; known: {', '.join(available)}")
+    args.systems = taking_part(args.systems, chosen, vendor, available)
     info = report.machine()  # before the runs load the machine
-    if connection.vendor == "postgresql":
+    if vendor == "postgresql":
         info["prepared statements"] = (
             "on in jobqueue and django-tasks-db (--prepared)"
             if args.prepared
             else "off in jobqueue and django-tasks-db (Django's default)"
         )
-        if report.autovacuum_off() and {"W8", "W10"} & set(args.only):
+        churned = [w.key for w in WORKLOADS if w.churns]
+        if report.autovacuum_off() and any(w.churns for w in chosen):
             progress(
-                "autovacuum is off on this server: nothing vacuums the tables W8 and W10 "
-                "churn, unlike a server at PostgreSQL's defaults"
+                f"autovacuum is off on this server: nothing vacuums the tables "
+                f"{listed(churned, 'and')} churn, unlike a server at PostgreSQL's defaults"
             )
     started = time.monotonic()
-    for name in args.systems:
-        under_test.append(available[name]())
-
-    from bench import (
-        admin_changelist,
-        backlog,
-        churn,
-        floor,
-        idle,
-        large_table,
-        processes,
-        workloads,
-    )
-    from bench.serverlog import MariaDBLog, ServerLog
-    from bench.systems import peers
-
+    under_test += [available[name]() for name in args.systems]
     for system in under_test:
         progress(f"setting up {system.name}: dropping and recreating its tables")
         system.setup()
         info.update(system.versions())
-    log: ServerLog | MariaDBLog | None = None
-    if connection.vendor == "postgresql":
-        log = ServerLog.find(peers.server_url())
-        if log is None:
-            progress("cannot read the PostgreSQL server log: no W5, no server-counted W7")
-    elif connection.vendor == "mysql":
-        log = MariaDBLog.find(config)
-        if log is None:
-            progress("cannot read MariaDB's general log file: no W5, no server-counted W7")
-        progress("MariaDB: no W6, W8, W9, W10, W11, W12 or W13")
-    else:
-        progress("SQLite: no W5, W6, W8, W9, W10, W11, W12 or W13, no server-counted W7")
 
-    measured: list[report.Measured] = []
-    retried: list[str] = []
-
-    def repeated(workload: workloads.Workload) -> None:
-        if workload.key not in args.only:
-            return
-        results = [report.Measured(row) for row in workload.rows]
-        measured.extend(results)
-        for run in range(1, args.repeat + 1):
-            for system in [s for s in under_test if workload.runs_on(s)]:  # interleaved
-                what = f"{workload.rows[0].key} {workload.rows[0].title} [{system.name}]"
-                values = again_on_error(what, partial(workload.measure, system), retried)
-                for result, value in zip(results, values, strict=True):
-                    result.samples.setdefault(system.name, []).append(value)
-                first = workload.rows[0]
-                shown = ", ".join(report.number(v, first.unit) for v in values)
-                progress(
-                    f"{first.key} {first.title} [{system.name}] run {run}: {shown} {first.unit}"
-                )
-
-    for workload in workloads.throughput(args.jobs, args.slow_jobs):
-        repeated(workload)
-    repeated(idle.latency(args.latency_jobs, args.latency_interval, settle=1.0))
-    if log is not None:
-        for workload in workloads.server_counted(args.count_jobs, log):
-            repeated(workload)
-        if "W5" in args.only:
-            windows = args.idle_windows or args.repeat
-            progress(f"W5: every idle worker at once, {windows} x {args.idle_seconds:g} s")
-            per_day = again_on_error(
-                "W5",
-                lambda: idle.idle_cost(
-                    under_test, log, args.idle_seconds, windows, args.idle_settle
-                ),
-                retried,
-            )
-            measured.append(report.Measured(idle.IDLE_ROW, per_day))
-            progress(f"W5 {per_day}")
-
-    counted: list[report.Counted] = []
-    if "W7" in args.only:
-        for counting in workloads.statements(args.count_jobs, args.concurrency):
-            result = report.Counted(counting, args.count_jobs)
-            for run in range(1, args.repeat + 1):
-                for system in [s for s in under_test if s.counts_statements]:
-                    counts = counting.count(system)
-                    result.samples.setdefault(system.name, []).append(counts)
-                    progress(
-                        f"W7 {counting.title} [{system.name}] run {run}: "
-                        f"{counts.total() / args.count_jobs:.3f} statements/job"
-                    )
-            counted.append(result)
-
-    tables: list[report.Table] = []
-
-    def beside(key: str) -> list[Any]:
-        """The peers measured beside jobqueue in ``key``'s table."""
-        return [s for s in under_test if s.name in PEERED.get(key, ())]
-
-    alone = {
-        "W6": lambda: large_table.large_table(
-            args.large_finished, args.large_jobs, args.large_concurrency, args.repeat
-        ),
-        "W9": lambda: processes.processes(
-            args.processes_jobs, args.processes, args.repeat, beside("W9")
-        ),
-        "W10": lambda: backlog.backlog(
-            args.backlog_sizes, args.backlog_batch, args.backlog_window, beside("W10")
-        ),
-        "W11": lambda: floor.floor(args.floor_jobs, args.floor_connections, args.repeat),
-        "W12": lambda: admin_changelist.admin_pages(
-            args.admin_jobs, args.admin_renders, args.admin_minutes
-        ),
-    }
-    wanted = [key for key in alone if key in args.only]
-    if wanted and "jobqueue" not in args.systems:
-        progress(f"no {', '.join(wanted)}: they measure jobqueue, which is not in --systems")
-    elif connection.vendor == "postgresql":
-        for key in wanted:
-            names = ", ".join(["jobqueue", *(s.name for s in beside(key))])
-            progress(f"{key}: {names}" if key in PEERED else f"{key}: jobqueue alone")
-            tables.append(again_on_error(key, alone[key], retried))
-    if "W13" in args.only and connection.vendor == "postgresql":
-        progress(f"W13: {', '.join(s.name for s in under_test if memory.takes_part(s))}")
-        tables.append(
-            memory.memory(
-                under_test,
-                args.memory_jobs,
-                args.memory_slow_jobs,
-                lambda what, block: again_on_error(what, block, retried),
-            )
-        )
-
-    if "W8" in args.only and connection.vendor == "postgresql":
-        progress("W8: sustained churn, one system after the other")
-        tables += again_on_error(
-            "W8",
-            lambda: churn.churn(
-                under_test,
-                args.churn_minutes,
-                args.churn_share,
-                args.churn_rate,
-                args.churn_interval,
-                args.churn_probe_jobs,
-                args.churn_vacuum,
-            ),
-            retried,
-        )
+    context = Context(args, under_test, vendor, statement_log(config, vendor))
+    ran: dict[str, list[Part]] = {}
+    without = [w.key for w in chosen if w.needs_jobqueue and "jobqueue" not in args.systems]
+    if without:
+        progress(f"no {', '.join(without)}: they measure jobqueue, which is not in --systems")
+    for workload in chosen:
+        if vendor in workload.databases and workload.key not in without:
+            if workload.own_table:
+                names = [s.name for s in under_test if workload.takes_part(type(s))]
+                alone = " alone" if names == ["jobqueue"] else ""
+                progress(f"{workload.key}: {', '.join(names)}{alone}")
+            block = partial(workload.run, context)
+            ran[workload.key] = context.again(workload.key, block) if workload.again else block()
 
     for system in under_test:
         system.reset()
     info["bench wall time"] = f"{time.monotonic() - started:.0f} s"
-    if retried:
-        info["runs measured again after an error"] = "; ".join(retried)
-    ran = {m.row.key for m in measured} | {t.key for t in tables} | ({"W7"} if counted else set())
+    if context.retried:
+        info["runs measured again after an error"] = "; ".join(context.retried)
+    parts = [part for key in ran for part in ran[key]]
+    done = [w for w in WORKLOADS if ran.get(w.key)]
+    compared = any(not w.own_table for w in done)
     host = socket.gethostname()
     today = dt.date.today().isoformat()
     text = report.markdown(
-        title=f"Benchmark {today} on {host} ({connection.vendor})",
+        title=f"Benchmark {today} on {host} ({vendor})",
         command=" ".join(["python bench/run.py", *(argv or sys.argv[1:])]),
         info=info,
         repeat=args.repeat,
-        measured=measured,
-        counted=counted,
-        tables=tables,
+        measured=[p for p in parts if isinstance(p, report.Measured)],
+        counted=[p for p in parts if isinstance(p, report.Counted)],
+        tables=[p for p in parts if isinstance(p, report.Table)],
         systems=args.systems,
         notes=[
-            *report.notes_on(ran, connection.vendor),
+            *report.notes_on({w.key for w in done}, vendor),
             *[
                 f"{s.name}: {note}"
                 for s in under_test
                 for note in s.notes()
-                if ran - set(OWN_TABLE) or ("W13" in ran and s.name != "jobqueue")
+                if compared or any(w.peer_notes and s.name != "jobqueue" for w in done)
             ],
-            *[
-                f"{s.name}, W3 {setting}: {meaning}{' (a slow system)' if s.slow else ''}"
-                for s in under_test
-                for setting, meaning in s.drain_settings.items()
-                if "W3" in ran
-            ],
+            *[note for w in done for note in w.notes(under_test)],
         ],
     )
     print(text.rstrip("\n"))
     if args.no_write:
         return text, None
-    suffix = "" if connection.vendor == "postgresql" else f"-{connection.vendor}"
-    suffix += "-prepared" if args.prepared and connection.vendor == "postgresql" else ""
+    suffix = "" if vendor == "postgresql" else f"-{vendor}"
+    suffix += "-prepared" if args.prepared and vendor == "postgresql" else ""
     # A run of some workloads does not overwrite the day's full report.
-    suffix += "" if set(args.only) == set(WORKLOADS) else "-" + "-".join(sorted(args.only))
+    suffix += "" if set(args.only) == set(KEYS) else "-" + "-".join(sorted(args.only))
     return text, args.output or REPO / "bench" / "results" / f"{today}-{host}{suffix}.md"
+
+
+def taking_part(
+    names: list[str], chosen: list[Workload], vendor: str, available: dict[str, type[System]]
+) -> list[str]:
+    """The systems of ``names`` that run here and that the chosen workloads take: every one
+    if any of them is a row of the systems' table; known or not (the run then refuses)."""
+    if vendor != "postgresql":
+        # On SQLite or MariaDB, jobqueue and the peers that run there (django-tasks-db) only.
+        runs_here = "on_mysql" if vendor == "mysql" else "on_sqlite"
+        names = [n for n in names if n not in available or getattr(available[n], runs_here)]
+    elif all(w.own_table for w in chosen):  # no other system is set up
+        names = [
+            n for n in names if n in available and any(w.takes_part(available[n]) for w in chosen)
+        ]
+    if "graphile-worker" in names and not (shutil.which("node") and shutil.which("npm")):
+        progress("no graphile-worker: it needs Node.js and npm on PATH")
+        names.remove("graphile-worker")
+    unknown = set(names) - set(available)
+    if unknown:
+        sys.exit(f"unknown system(s) {', '.join(sorted(unknown))}; known: {', '.join(available)}")
+    return names
+
+
+def statement_log(config: dict[str, Any], vendor: str) -> ServerLog | MariaDBLog | None:
+    """The server's statement log, where this process can read it (W5, the server-counted
+    W7); what this database leaves out, said."""
+    from bench.systems import peers
+
+    here = [w.key for w in WORKLOADS if vendor not in w.databases]
+    if vendor == "postgresql":
+        log = ServerLog.find(peers.server_url())
+        if log is None:
+            progress("cannot read the PostgreSQL server log: no W5, no server-counted W7")
+        return log
+    if vendor == "mysql":
+        found = MariaDBLog.find(config)
+        if found is None:
+            progress("cannot read MariaDB's general log file: no W5, no server-counted W7")
+        progress(f"MariaDB: no {listed(here, 'or')}")
+        return found
+    progress(f"SQLite: no {listed(here, 'or')}, no server-counted W7")
+    return None
+
+
+def listed(keys: list[str], last: str) -> str:
+    """``["W6", "W8", "W9"]`` -> ``"W6, W8 or W9"``."""
+    ordered = sorted(keys, key=lambda key: int(key[1:]))
+    return f"{', '.join(ordered[:-1])} {last} {ordered[-1]}" if len(ordered) > 1 else ordered[0]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench.systems.base import REPO
 from bench.systems.peers import Peer
-from bench.workloads import BenchError
+from bench.workload import BenchError
 
 TIMEOUT = 3600  # s: a drain that takes longer than this has collapsed anyway
 STOP_TIMEOUT = 60  # s for stopped workers to exit before they are killed

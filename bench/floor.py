@@ -35,7 +35,7 @@ from typing import Any
 from bench import procfs
 from bench.report import Table, number, progress, ratio, spread
 from bench.systems.base import REPO
-from bench.workloads import BenchError
+from bench.workload import BenchError
 
 PEERS = REPO / "bench" / "peers"
 BATCH = 100

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from django.db import connections
 
-from bench.serverlog import ServerLog
+from bench.serverlog import MariaDBLog, ServerLog
 from bench.systems.base import REPO, System
-from bench.workloads import BenchError, Row, Workload, applies
+from bench.workload import BenchError, Measure, Row, applies
 
 WARM_UP = -1  # the stamp job each worker runs first, so that it is up and idle afterwards
 
@@ -81,7 +81,7 @@ def percentile(values: list[float], pct: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[pct - 1]
 
 
-def latency(jobs: int, interval: float, settle: float) -> Workload:
+def latency(jobs: int, interval: float, settle: float) -> Measure:
     rows = tuple(
         Row(
             "W4",
@@ -104,14 +104,14 @@ def latency(jobs: int, interval: float, settle: float) -> Workload:
         ms = [(started[n] - committed[n]) * 1000 for n in range(jobs)]
         return [percentile(ms, 50), percentile(ms, 95), percentile(ms, 99), max(ms)]
 
-    return Workload(rows, measure, lambda system: applies(system, "W4"))
+    return Measure(rows, measure, lambda system: applies(system, "W4"))
 
 
 IDLE_ROW = Row("W5", "statements an idle worker sends, per day", "stmt/day", False)
 
 
 def idle_cost(
-    systems: list[System], log: ServerLog, seconds: float, windows: int, settle: float
+    systems: list[System], log: ServerLog | MariaDBLog, seconds: float, windows: int, settle: float
 ) -> dict[str, list[float]]:
     """Statements per day for each system's idle worker: ``windows`` consecutive windows of
     ``seconds`` each, after ``settle`` seconds of idling, every worker idling at once."""

@@ -15,7 +15,7 @@ import statistics
 import time
 
 from bench.report import Table, progress, ratio, spread
-from bench.workloads import BenchError
+from bench.workload import BenchError
 
 CLAIM_RUNS = 30  # EXPLAIN ANALYZE runs of the claim per measure, whose median is taken
 

@@ -28,7 +28,7 @@ from typing import IO
 from bench import procfs
 from bench.report import Table, progress
 from bench.systems.base import REPO, System
-from bench.workloads import BenchError
+from bench.workload import BenchError
 
 BATCH = 10_000  # jobs per bulk enqueue call
 SETTLE = 2.0  # s idle after the worker has started, before the first reading

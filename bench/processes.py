@@ -34,7 +34,7 @@ from bench import drains, procfs
 from bench.report import Table, number, progress, ratio, spread
 from bench.systems.base import REPO
 from bench.systems.peers import Peer
-from bench.workloads import BenchError
+from bench.workload import BenchError
 
 BATCH = 10_000  # jobs per enqueue_many call
 TIMEOUT = 1800  # s

@@ -16,12 +16,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import django
 from django.db import connection
 
 from bench.systems.base import KINDS
-from bench.workloads import Counting, Row
+
+if TYPE_CHECKING:
+    from bench.workload import Counting, Row
 
 # Kinds whose statements the report also lists one by one, with their count per run.
 PER_RUN = ("heartbeat/", "other/")

@@ -1,242 +1,137 @@
-"""The workloads. Each measures one repetition on one system and returns one number.
+"""Every workload of ``python bench/run.py``, W1-W13, in the order they run: the rows of the
+systems' table first, then the workloads with a table of their own, W8, the longest, last.
 
-Setting up a repetition (emptying the tables, preloading jobs) is never timed.
+Each is one :class:`bench.workload.Workload`: what it takes from the options, the databases
+it runs on and the systems that take part. Its measuring code is in its own module.
 """
 
 from __future__ import annotations
 
-import statistics
-import subprocess
-import time
-from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from functools import partial
 
-from django.db import connections
+from bench import (
+    admin_changelist,
+    backlog,
+    churn,
+    floor,
+    idle,
+    large_table,
+    memory,
+    processes,
+    throughput,
+)
+from bench.report import Measured, progress
+from bench.workload import POSTGRESQL, Context, Part, Run, TakesPart, Workload, measured
 
-from bench.counting import StatementCounter
-from bench.serverlog import ServerLog
-from bench.systems.base import REPO, System
-
-
-class BenchError(Exception):
-    """A workload did not do what it measures (a worker failed, jobs were left)."""
-
-
-@dataclass(frozen=True)
-class Row:
-    """One line of the report."""
-
-    key: str  # W1..W7: a system's ``skips`` names these
-    title: str
-    unit: str  # "jobs/s", "s", "ms", "stmt/day" or "stmt/job"
-    higher_is_better: bool
+PGQUEUER = ("pgqueuer",)  # the peer W8, W9 and W10 measure beside jobqueue
 
 
-@dataclass(frozen=True)
-class Workload:
-    """One repetition on one system gives one value per row."""
-
-    rows: tuple[Row, ...]
-    measure: Callable[[System], list[float]]
-    runs_on: Callable[[System], bool] = lambda system: True
-
-    @property
-    def key(self) -> str:
-        return self.rows[0].key
+def jobqueue_and(*peers: str) -> TakesPart:
+    """The ``takes_part`` of a workload of jobqueue, and ``peers`` beside it."""
+    names = {"jobqueue", *peers}
+    return lambda system: system.name in names
 
 
-def applies(system: System, key: str, setting: str = "default") -> bool:
-    return key not in system.skips and setting in system.drain_settings
+def enqueue(bulk: bool) -> Run:
+    return lambda c: [*measured(c, throughput.enqueuing(c.args.jobs, bulk))]
 
 
-def throughput(jobs: int, slow_jobs: int) -> list[Workload]:
-    """W1-W3, in the order they are run and reported."""
-    items = [
-        Workload(
-            (Row("W1", f"enqueue {jobs:,} jobs, one call each (autocommit)", "jobs/s", True),),
-            lambda system: [jobs / timed_enqueue(system, jobs, bulk=False)],
-            lambda system: applies(system, "W1"),
-        ),
-        Workload(
-            (Row("W2", f"enqueue {jobs:,} jobs, one bulk call", "jobs/s", True),),
-            lambda system: [jobs / timed_enqueue(system, jobs, bulk=True)],
-            lambda system: applies(system, "W2"),
-        ),
-        Workload(
-            (Row("W3", "worker start-up and exit, empty queue (burst)", "s", False),),
-            lambda system: [startup(system)],
-            lambda system: applies(system, "W3"),
-        ),
-    ]
-    return items + [draining(jobs, slow_jobs, setting) for setting in ("default", "tuned")]
-
-
-def draining(jobs: int, slow_jobs: int, setting: str) -> Workload:
-    title = f"drain {jobs:,} jobs ({slow_jobs:,} for the slow), one worker, {setting}"
-    rows = (
-        Row("W3", title, "jobs/s", True),
-        Row("W3", "the same, net of the median start-up and exit above", "jobs/s", True),
-    )
-    return Workload(
-        rows,
-        lambda system: drain(system, slow_jobs if system.slow else jobs, setting),
-        lambda system: applies(system, "W3", setting),
-    )
-
-
-STARTUP: dict[str, list[float]] = {}  # system -> its start-up runs so far, for the net rate
-
-
-def timed_enqueue(system: System, jobs: int, bulk: bool) -> float:
-    system.reset()
-    return system.time_enqueue(jobs, bulk)
-
-
-def startup(system: System) -> float:
-    system.reset()
-    seconds = run_worker(system, "default")
-    STARTUP.setdefault(system.name, []).append(seconds)
-    return seconds
-
-
-def drain(system: System, jobs: int, setting: str) -> list[float]:
-    """Jobs per second from spawn to exit, and net of the median start-up and exit."""
-    system.reset()
-    system.preload(jobs)
-    seconds = run_worker(system, setting)
-    check_drained(system, jobs)
-    fixed = statistics.median(STARTUP.get(system.name, [0.0]))
-    return [jobs / seconds, jobs / max(seconds - fixed, 1e-3)]
-
-
-def run_worker(system: System, setting: str) -> float:
-    """Seconds from starting one worker process until it exits, start-up included."""
-    start = time.perf_counter()
-    proc = subprocess.run(
-        system.worker_command(setting),
-        env=system.worker_env(),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    seconds = time.perf_counter() - start
-    if proc.returncode:
-        raise BenchError(
-            f"{system.name} worker exited with {proc.returncode}:\n{proc.stderr[-3000:]}"
-        )
-    return seconds
-
-
-def check_drained(system: System, jobs: int) -> None:
-    done = system.succeeded()
-    if done != jobs:
-        raise BenchError(f"{system.name}: {done} of {jobs} jobs succeeded after the drain")
-
-
-# -- W7: statements per job, counted -----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Counting:
-    title: str
-    count: Callable[[System], Counter[str]]
-
-
-def statements(jobs: int, concurrencies: list[int]) -> list[Counting]:
-    items = [
-        Counting(
-            f"`enqueue()` x {jobs:,}",
-            lambda system: counted_enqueue(system, lambda: system.enqueue_one_by_one(jobs)),
-        ),
-        Counting(
-            f"bulk enqueue of {jobs:,}",
-            lambda system: counted_enqueue(system, lambda: system.enqueue_bulk(jobs)),
-        ),
-    ]
-    for concurrency in concurrencies:
-        items.append(
-            Counting(
-                f"drain {jobs:,}, in-process worker, concurrency {concurrency}",
-                lambda system, c=concurrency: counted_drain(system, jobs, c),
-            )
-        )
-    return items
-
-
-def counted_enqueue(system: System, enqueue: Callable[[], None]) -> Counter[str]:
-    system.reset()
-    return counted(system, enqueue)
-
-
-def counted_drain(system: System, jobs: int, concurrency: int) -> Counter[str]:
-    system.reset()
-    system.preload(jobs)
-    counts = counted(system, lambda: system.drain_in_process(concurrency))
-    check_drained(system, jobs)
-    return counts
-
-
-def counted(system: System, block: Callable[[], None]) -> Counter[str]:
-    with StatementCounter(system.classify) as counter:
-        block()
-    return counter.counts
-
-
-# -- W7, counted on the server: the same figure for every system, peers included --------
-
-
-def server_counted(jobs: int, log: ServerLog) -> list[Workload]:
-    """Statements per job the server ran for the system's database, from its log."""
-
-    def row(title: str) -> tuple[Row, ...]:
-        return (Row("W7", f"statements per job, server count: {title}", "stmt/job", False),)
-
+def start_and_drain(c: Context) -> list[Part]:
     return [
-        Workload(
-            row(f"enqueue {jobs:,}, one call each"),
-            lambda system: [logged(system, log, lambda: system.enqueue_one_by_one(jobs)) / jobs],
-            lambda system: applies(system, "W1"),
-        ),
-        Workload(
-            row(f"enqueue {jobs:,}, one bulk call"),
-            lambda system: [logged(system, log, lambda: system.enqueue_bulk(jobs)) / jobs],
-            lambda system: applies(system, "W2"),
-        ),
-        Workload(
-            row(f"drain {jobs:,}, one worker, default, start-up and exit included"),
-            lambda system: [logged_drain(system, log, jobs) / jobs],
-            lambda system: applies(system, "W3"),
-        ),
+        row
+        for measure in throughput.start_and_drain(c.args.jobs, c.args.slow_jobs)
+        for row in measured(c, measure)
     ]
 
 
-def logged(system: System, log: ServerLog, block: Callable[[], object]) -> int:
-    system.reset()
-    database = system.database()
-    log.enable(database)
-    try:
-        connections.close_all()  # the bench's own next connection logs its statements too
-        offset = log.offset()
-        block()
-        return log.count(offset)[database]
-    finally:
-        log.disable(database)
-        connections.close_all()
+def latency(c: Context) -> list[Part]:
+    return [*measured(c, idle.latency(c.args.latency_jobs, c.args.latency_interval, settle=1.0))]
 
 
-def logged_drain(system: System, log: ServerLog, jobs: int) -> int:
-    system.reset()
-    system.preload(jobs)
-    database = system.database()
-    log.enable(database)
-    try:
-        offset = log.offset()
-        run_worker(system, "default")
-        count = log.count(offset)[database]
-    finally:
-        log.disable(database)
-    check_drained(system, jobs)
-    return count
+def idle_cost(c: Context) -> list[Part]:
+    a, log = c.args, c.log
+    if log is None:  # no W5 (the run said so when it looked for the log)
+        return []
+    windows = a.idle_windows or a.repeat
+    progress(f"W5: every idle worker at once, {windows} x {a.idle_seconds:g} s")
+    per_day = idle.idle_cost(c.systems, log, a.idle_seconds, windows, a.idle_settle)
+    progress(f"W5 {per_day}")
+    return [Measured(idle.IDLE_ROW, per_day)]
+
+
+def statements(c: Context) -> list[Part]:
+    """W7: counted on the server (where its log can be read), then in the bench process."""
+    a = c.args
+    parts: list[Part] = []
+    if c.log is not None:
+        for measure in throughput.server_counted(a.count_jobs, c.log):
+            parts += measured(c, measure)
+    for counting in throughput.statements(a.count_jobs, a.concurrency):
+        parts.append(throughput.count_runs(c, counting, a.count_jobs))
+    return parts
+
+
+def large(c: Context) -> list[Part]:
+    a = c.args
+    return [large_table.large_table(a.large_finished, a.large_jobs, a.large_concurrency, a.repeat)]
+
+
+def more_processes(c: Context) -> list[Part]:
+    a = c.args
+    return [processes.processes(a.processes_jobs, a.processes, a.repeat, c.peers(PGQUEUER))]
+
+
+def big_backlog(c: Context) -> list[Part]:
+    a = c.args
+    return [backlog.backlog(a.backlog_sizes, a.backlog_batch, a.backlog_window, c.peers(PGQUEUER))]
+
+
+def drain_floor(c: Context) -> list[Part]:
+    return [floor.floor(c.args.floor_jobs, c.args.floor_connections, c.args.repeat)]
+
+
+def admin_pages(c: Context) -> list[Part]:
+    a = c.args
+    return [admin_changelist.admin_pages(a.admin_jobs, a.admin_renders, a.admin_minutes)]
+
+
+def worker_memory(c: Context) -> list[Part]:
+    return [memory.memory(c.systems, c.args.memory_jobs, c.args.memory_slow_jobs, c.again)]
+
+
+def sustained_churn(c: Context) -> list[Part]:
+    a = c.args
+    plan = churn.Plan(
+        a.churn_minutes,
+        a.churn_share,
+        a.churn_rate,
+        a.churn_interval,
+        a.churn_probe_jobs,
+        a.churn_vacuum,
+    )
+    return [*churn.churn(c.systems, plan)]
+
+
+# A workload with a table of its own, on PostgreSQL only, measured again whole after an error.
+own_table = partial(Workload, databases=POSTGRESQL, own_table=True, again=True)
+
+WORKLOADS = (
+    Workload("W1", enqueue(bulk=False)),
+    Workload("W2", enqueue(bulk=True)),
+    Workload("W3", start_and_drain, notes=throughput.drain_settings),
+    Workload("W4", latency),
+    # Counted on the server, from its log: none on SQLite.
+    Workload("W5", idle_cost, frozenset({"postgresql", "mysql"}), again=True),
+    Workload("W7", statements),
+    own_table("W6", large, takes_part=jobqueue_and(), needs_jobqueue=True),
+    own_table("W9", more_processes, takes_part=jobqueue_and(*PGQUEUER), needs_jobqueue=True),
+    own_table(
+        "W10", big_backlog, takes_part=jobqueue_and(*PGQUEUER), needs_jobqueue=True, churns=True
+    ),
+    own_table("W11", drain_floor, takes_part=jobqueue_and(), needs_jobqueue=True),
+    own_table("W12", admin_pages, takes_part=jobqueue_and(), needs_jobqueue=True),
+    # Each system's worker is measured again on its own.
+    own_table("W13", worker_memory, takes_part=memory.takes_part, peer_notes=True, again=False),
+    own_table("W8", sustained_churn, takes_part=jobqueue_and(*PGQUEUER), churns=True),
+)
+KEYS = tuple(sorted((w.key for w in WORKLOADS), key=lambda key: int(key[1:])))

@@ -12,7 +12,7 @@ import pytest
 
 from bench import cli, database, floor, procfs, report
 from bench.serverlog import general_log_counts
-from bench.workloads import Row
+from bench.workload import Row
 from tests.conftest import IN_CI, REPO, wait_for
 
 # Nothing listens there: a command that tried to connect would fail with another error.
