@@ -35,7 +35,7 @@ from django.utils import timezone
 from jobqueue import adapter, conf, tasks
 from jobqueue.enqueue import EnqueueOptions, check_run_at, enqueue_calls
 from jobqueue.options import INHERITED_OPTIONS, validate_options
-from jobqueue.sql import SUPPORTED_VENDORS
+from jobqueue.sql import unsupported_vendor
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -181,8 +181,8 @@ class JobQueueBackend(BaseTaskBackend):
                     id="jobqueue.E101",
                 )
             )
-        vendor = connections[DEFAULT_DB_ALIAS].vendor
-        if vendor not in SUPPORTED_VENDORS:
+        vendor = unsupported_vendor(connections[DEFAULT_DB_ALIAS])
+        if vendor is not None:
             messages.append(
                 checks.Error(
                     f"{where}: jobqueue needs PostgreSQL, MySQL, MariaDB or SQLite; the default "

@@ -26,7 +26,7 @@ from jobqueue import conf, signals, states, tracing
 from jobqueue.arguments import Call, Signed, check_calls, check_text, short_repr
 from jobqueue.channel import NOTIFY_CHANNEL
 from jobqueue.options import validate_options
-from jobqueue.sql import Queries
+from jobqueue.sql import Dialect, Queries
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -351,7 +351,7 @@ class _CollectorPause:
 collector_paused = _CollectorPause()
 
 
-def _refresh_statistics_at_commit(queries: Queries, added: int) -> None:
+def _refresh_statistics_at_commit(queries: Dialect, added: int) -> None:
     # A campaign's bulk enqueue can make a table whose statistics know of a few pending jobs
     # hold a million: autovacuum analyses it a minute later at best, and until then every
     # claim is planned as a scan and sort of every pending row (bench W10). After the commit,
