@@ -33,7 +33,7 @@ from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
 from jobqueue import conf
-from jobqueue.sql import SUPPORTED_VENDORS
+from jobqueue.sql import unsupported_vendor
 from jobqueue.tasks import adapter
 from jobqueue.tasks import base as tasks
 from jobqueue.tasks.enqueue import EnqueueOptions, check_run_at, enqueue_calls
@@ -183,8 +183,8 @@ class JobQueueBackend(BaseTaskBackend):
                     id="jobqueue.E101",
                 )
             )
-        vendor = connections[DEFAULT_DB_ALIAS].vendor
-        if vendor not in SUPPORTED_VENDORS:
+        vendor = unsupported_vendor(connections[DEFAULT_DB_ALIAS])
+        if vendor is not None:
             messages.append(
                 checks.Error(
                     f"{where}: jobqueue needs PostgreSQL, MySQL, MariaDB or SQLite; the default "

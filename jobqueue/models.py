@@ -15,18 +15,20 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobqueue import states
+from jobqueue.sql import dialect_class
 from jobqueue.states import Status
 
 # Django's warnings that MySQL and MariaDB ignore an index's condition (models.W037) and
 # skip a conditional unique constraint (models.W036): true of Django's DDL, not of
 # jobqueue's, whose migration 0009_mysql builds each of them there on a generated column.
-_BUILT_BY_0005_MYSQL = {"models.W036", "models.W037"}
+_BUILT_BY_0009_MYSQL = {"models.W036", "models.W037"}
 
 
 def _checked(errors: list[CheckMessage], connection: BaseDatabaseWrapper) -> list[CheckMessage]:
-    if connection.vendor != "mysql":
+    dialect = dialect_class(connection)
+    if dialect is None or not dialect.conditions_built_by_migration:
         return errors
-    return [error for error in errors if error.id not in _BUILT_BY_0005_MYSQL]
+    return [error for error in errors if error.id not in _BUILT_BY_0009_MYSQL]
 
 
 class PartialIndex(models.Index):

@@ -6,7 +6,9 @@ attempt's outcome would be written inside the handler's transaction (and never c
 every later job on the slot would run inside it too, and on SQLite its write lock would
 shut the whole application out. So after every attempt, before its outcome is written, each
 connection the thread opened is checked, and one left in a transaction is rolled back and
-reset. A well-behaved handler costs a few attribute reads (on MariaDB, one query too).
+reset. A well-behaved handler costs a few attribute reads (on MariaDB, one query too). A
+transaction the driver knows of but Django does not (a raw ``BEGIN``) is found by asking
+the connection's dialect (:func:`jobqueue.sql.in_transaction`), whatever its alias.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from jobqueue.sql import load
+from jobqueue.sql import in_transaction
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -42,7 +44,7 @@ def snapshot() -> dict[str, State]:
         if conn.connection is None and not conn.atomic_blocks:
             continue  # not connected: as clean as a connection the handler opens
         try:
-            raw_open = conn.connection is not None and _raw_transaction_open(conn)
+            raw_open = conn.connection is not None and in_transaction(conn)
         except Exception:
             raw_open = False
         states[conn.alias] = State(len(conn.atomic_blocks), bool(conn.autocommit), raw_open)
@@ -74,31 +76,10 @@ def _left_behind(conn: BaseDatabaseWrapper, state: State) -> str | None:
     if not conn.autocommit and state.autocommit:
         return "autocommit turned off"
     try:
-        raw_open = _raw_transaction_open(conn)
+        raw_open = in_transaction(conn)
     except Exception:
         return None  # a broken connection: the executor closes it if it is unusable
     return "a transaction still open" if raw_open and not state.raw_open else None
-
-
-def _raw_transaction_open(conn: BaseDatabaseWrapper) -> bool:
-    """Whether the driver's connection is in a transaction (a handler's raw ``BEGIN``, or
-    one Django knows of)."""
-    raw = conn.connection
-    if conn.vendor == "sqlite":
-        return bool(raw.in_transaction)
-    if conn.vendor == "mysql":
-        # mysqlclient does not report it: MariaDB answers a query (one round trip per
-        # attempt there); MySQL has no such variable, so a raw BEGIN goes unseen on it.
-        if not getattr(conn, "mysql_is_mariadb", False):
-            return False
-        with raw.cursor() as cursor:
-            cursor.execute(load("mysql")["in_transaction"])
-            return bool(cursor.fetchone()[0])
-    # psycopg 3 and psycopg2 both report it: 2 is INTRANS, 3 INERROR. 0 (IDLE) and 1
-    # (ACTIVE, a statement running) are not a transaction left open, and 4 (UNKNOWN) is a
-    # broken connection (the server went away), which the executor closes as unusable.
-    status = getattr(getattr(raw, "info", None), "transaction_status", None)
-    return status is not None and int(status) in (2, 3)
 
 
 def _restore(conn: BaseDatabaseWrapper, state: State) -> None:

@@ -9,7 +9,8 @@ time the loop sleeps. Any thread may set them; only the loop's own thread sleeps
 ``stopping`` and its ``listener``, the thread that tells the loop that work may be waiting:
 on PostgreSQL a ``Listener`` whose notifications wake it (``notified``), on a SQLite file a
 ``Watcher`` whose every sight of another connection's commit wakes it (``committed``).
-Which one a database gets is decided here, so that the loop and the lookout only ask
+Which one a database gets is its dialect's answer (``Dialect.wake_up``: "listen", "watch"
+or "poll"); the part is built here, so that the loop and the lookout only ask
 ``listening``.
 """
 
@@ -84,18 +85,22 @@ class Service:
         self.listener: Hint | None = None
         if not listen:
             return
+        # The database says how its workers hear of work: LISTEN (PostgreSQL), a watch on
+        # its file (SQLite, unless in memory, where no other process can enqueue), or
+        # nothing, so that the loop polls (MySQL).
         queries = store.queries
-        if queries.is_postgresql:
+        wake_up = queries.wake_up
+        if wake_up == "listen":
             self.listener = Listener(
                 target=connection_target(queries.using, settings.listen_url),
                 channel=NOTIFY_CHANNEL,
                 on_notify=self.notified,
                 on_connect=self.control.wake,
             )
-            return
-        path = queries.database_file()
-        if path is not None:  # in memory, no other process can enqueue: nothing to watch
-            self.listener = Watcher(path=path, on_change=self.committed)
+        elif wake_up == "watch":
+            path = queries.database_file()
+            if path is not None:
+                self.listener = Watcher(path=path, on_change=self.committed)
 
     def stop(self) -> None:
         """Ask the loop to stop; safe from a signal handler."""

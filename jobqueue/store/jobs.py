@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from jobqueue import conf, signals, states
 from jobqueue.exceptions import JobRunAborted
-from jobqueue.sql import Queries, loads
+from jobqueue.sql import ClaimedRow, Queries, loads
 from jobqueue.store import explain
 from jobqueue.store.channel import CANCEL_PREFIX, NOTIFY_CHANNEL
 from jobqueue.store.errors import (
@@ -473,23 +473,23 @@ class Store:
         )
         return matched, Claimed(self._claimed(claimed_rows, scope.worker), next_due)
 
-    def _claimed(self, rows: list[tuple[Any, ...]], worker: str) -> list[ClaimedJob]:
+    def _claimed(self, rows: list[ClaimedRow], worker: str) -> list[ClaimedJob]:
         jobs = [
             ClaimedJob(
-                id=row[0],
-                task_name=row[1],
-                queue=row[2],
-                priority=row[3],
-                args=loads(row[4]),
-                kwargs=loads(row[5]),
-                attempt=row[6],
-                max_attempts=row[7],
-                crashes=row[8],
-                token=row[9],
-                steps=loads(row[10]) or {},
-                held=bool(row[11]),
-                waited=max(0.0, float(row[12] or 0.0)),
-                trace_context=loads(row[13]),
+                id=row.id,
+                task_name=row.task_name,
+                queue=row.queue,
+                priority=row.priority,
+                args=row.args,
+                kwargs=row.kwargs,
+                attempt=row.attempt,
+                max_attempts=row.max_attempts,
+                crashes=row.crashes,
+                token=row.token,
+                steps=row.steps,
+                held=row.held,
+                waited=row.waited,
+                trace_context=row.trace_context,
             )
             for row in rows
         ]

@@ -20,7 +20,7 @@ from django.utils.translation import gettext, ngettext, ngettext_lazy
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
-    from jobqueue.sql import Queries
+    from jobqueue.sql import Dialect
 
 Action = Literal["retry", "discard"]
 # Job ids, or a queryset of jobs (models are not imported here: this module loads early).
@@ -62,7 +62,7 @@ class SelectionSQL:
     requested: int | None
 
 
-def compile_selection(selection: Selection, queries: Queries) -> SelectionSQL:
+def compile_selection(selection: Selection, queries: Dialect) -> SelectionSQL:
     """Turn ids or a queryset of jobs into the ``{selection}`` subquery of a statement."""
     if isinstance(selection, QuerySet):
         if selection.model._meta.label != "jobqueue.Job":

@@ -101,11 +101,7 @@ def resume(queues: Iterable[str], *, using: str = DEFAULT_DB_ALIAS) -> Change:
         )
         QueuePause.objects.using(using).filter(queue__in=deleted).delete()
         if deleted:
-            queries = Queries(using)
-            if queries.is_postgresql:
-                queries.fetchall(
-                    "notify_queues", {"channel": NOTIFY_CHANNEL, "queues": queries.names(deleted)}
-                )
+            Queries(using).notify(NOTIFY_CHANNEL, deleted)
             logger.info("queue(s) resumed: %s", ", ".join(deleted))
             signals.send_jobs_committed_at_commit(deleted, using)
             signals.send_at_commit(signals.queue_resumed, sender=None, using=using, queues=deleted)

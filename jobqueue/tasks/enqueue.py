@@ -23,7 +23,7 @@ from django.db.models.signals import post_init, pre_init
 from django.utils import timezone
 
 from jobqueue import conf, signals, states
-from jobqueue.sql import Queries
+from jobqueue.sql import Dialect, Queries
 from jobqueue.store.channel import NOTIFY_CHANNEL
 from jobqueue.tasks import tracing
 from jobqueue.tasks.arguments import Call, Signed, check_calls, check_text, short_repr
@@ -344,7 +344,7 @@ class _CollectorPause:
 collector_paused = _CollectorPause()
 
 
-def _refresh_statistics_at_commit(queries: Queries, added: int) -> None:
+def _refresh_statistics_at_commit(queries: Dialect, added: int) -> None:
     # A campaign's bulk enqueue can make a table whose statistics know of a few pending jobs
     # hold a million: autovacuum analyses it a minute later at best, and until then every
     # claim is planned as a scan and sort of every pending row (bench W10). After the commit,

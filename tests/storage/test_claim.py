@@ -214,7 +214,7 @@ def test_claim_uses_the_partial_index_with_many_finished_rows():
 
 def _claim_read(q):
     """The statement that finds the jobs to claim: on MySQL the locking read of the pair."""
-    return "claim_lock" if q.is_mysql else "claim"
+    return "claim_lock" if q.vendor == "mysql" else "claim"
 
 
 def test_the_claim_and_its_next_due_read_the_partial_index(postgresql_only):

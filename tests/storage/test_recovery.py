@@ -315,11 +315,11 @@ def test_the_recovery_check_reads_the_running_lease_index_with_many_finished_row
     connection = connections["default"]
     with connection.cursor() as cursor:
         explain = "EXPLAIN QUERY PLAN" if q.vendor == "sqlite" else "EXPLAIN"
-        if q.is_mysql:
+        if q.vendor == "mysql":
             cursor.execute("ANALYZE TABLE jobqueue_job")
             cursor.fetchall()
         else:
-            cursor.execute("ANALYZE jobqueue_job" if q.is_postgresql else "ANALYZE")
+            cursor.execute("ANALYZE jobqueue_job" if q.vendor == "postgresql" else "ANALYZE")
         cursor.execute(f"{explain} {q.statements['rescue_check']}", {"lease": 300, **q.clock()})
         plan = "\n".join(" ".join(map(str, row)) for row in cursor.fetchall())
     assert "jobqueue_job_running_lease" in plan, plan

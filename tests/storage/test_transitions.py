@@ -29,7 +29,8 @@ import jobqueue.sql
 from jobqueue import conf, states
 from jobqueue.exceptions import JobRunAborted
 from jobqueue.models import Job
-from jobqueue.sql import SUPPORTED_VENDORS, Queries, load
+from jobqueue.sql import SUPPORTED_VENDORS, load
+from jobqueue.sql.mysql import MySQLDialect
 from jobqueue.store.jobs import ClaimedJob, ClaimScope, Store, success
 from jobqueue.tasks.base import Call
 from tests.testapp import tasks
@@ -97,7 +98,7 @@ def explain_every_row(store: Store, jobs: list[ClaimedJob]) -> None:
 def without_insert_returning(enqueue: Callable[[], Any]) -> Any:
     """``enqueue()`` as on MySQL 8, which has no INSERT ... RETURNING (only MySQL's vendor
     asks)."""
-    with mock.patch.object(Queries, "insert_returning", new=property(lambda self: False)):
+    with mock.patch.object(MySQLDialect, "insert_returning", new=property(lambda self: False)):
         return enqueue()
 
 

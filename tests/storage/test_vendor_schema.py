@@ -15,6 +15,7 @@ from django.utils import timezone
 from jobqueue.checks import check_database
 from jobqueue.models import Job
 from jobqueue.sql import Queries
+from jobqueue.sql.mysql import MySQLDialect
 from jobqueue.tasks.base import Call
 from tests.factories import JobFactory
 from tests.testapp import tasks
@@ -179,7 +180,7 @@ def test_without_insert_returning_as_on_mysql_the_enqueue_goes_row_by_row(
 ) -> None:
     # MySQL 8 is not on this machine: MariaDB takes the path MySQL's enqueue takes (no
     # INSERT ... RETURNING, one insert per job, the id from the driver).
-    monkeypatch.setattr(Queries, "insert_returning", property(lambda self: False))
+    monkeypatch.setattr(MySQLDialect, "insert_returning", property(lambda self: False))
     held = tasks.add.using(idempotency_key="k1").enqueue(1, 2)
     assert held is not None
     with CaptureQueriesContext(connection) as queries:
