@@ -20,9 +20,10 @@ from pathlib import Path
 
 from django.db import connections
 
+from bench.report import Row
 from bench.serverlog import MariaDBLog, ServerLog
 from bench.systems.base import REPO, System
-from bench.workload import BenchError, Measure, Row, applies
+from bench.workload import BenchError, Measure, applies
 
 WARM_UP = -1  # the stamp job each worker runs first, so that it is up and idle afterwards
 

@@ -13,6 +13,7 @@ import socket
 import statistics
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -24,7 +25,7 @@ from django.db import connection
 from bench.systems.base import KINDS
 
 if TYPE_CHECKING:
-    from bench.workload import Counting, Row
+    from bench.systems.base import System
 
 # Kinds whose statements the report also lists one by one, with their count per run.
 PER_RUN = ("heartbeat/", "other/")
@@ -102,6 +103,25 @@ NOTES: list[tuple[tuple[str, ...], str]] = [
         "resident set, with any child process's, from /proc.",
     ),
 ]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the systems' table."""
+
+    key: str  # W1..W7: a system's ``skips`` names these
+    title: str
+    unit: str  # "jobs/s", "s", "ms", "stmt/day" or "stmt/job"
+    higher_is_better: bool
+
+
+@dataclass(frozen=True)
+class Counting:
+    """One scenario of W7's in-process count: one repetition on one system gives the
+    statements it ran, by kind."""
+
+    title: str
+    count: Callable[[System], Counter[str]]
 
 
 @dataclass

@@ -14,10 +14,10 @@ from functools import partial
 from django.db import connections
 
 from bench.counting import StatementCounter
-from bench.report import Counted, progress
+from bench.report import Counted, Counting, Row, progress
 from bench.serverlog import MariaDBLog, ServerLog
 from bench.systems.base import REPO, System
-from bench.workload import BenchError, Context, Counting, Measure, Row, applies
+from bench.workload import BenchError, Context, Measure, applies
 
 StatementLog = ServerLog | MariaDBLog
 

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
-from bench.report import Counted, Measured, Table, number, progress
+from bench.report import Counted, Measured, Row, Table, number, progress
 from bench.serverlog import MariaDBLog, ServerLog
 from bench.systems.base import System
 from bench.systems.peers import Peer
@@ -39,31 +38,12 @@ class BenchError(Exception):
 
 
 @dataclass(frozen=True)
-class Row:
-    """One line of the systems' table."""
-
-    key: str  # W1..W7: a system's ``skips`` names these
-    title: str
-    unit: str  # "jobs/s", "s", "ms", "stmt/day" or "stmt/job"
-    higher_is_better: bool
-
-
-@dataclass(frozen=True)
 class Measure:
     """One repetition on one system gives one value per row."""
 
     rows: tuple[Row, ...]
     once: Callable[[System], list[float]]
     runs_on: Callable[[System], bool] = lambda system: True
-
-
-@dataclass(frozen=True)
-class Counting:
-    """One scenario of W7's in-process count: one repetition on one system gives the
-    statements it ran, by kind."""
-
-    title: str
-    count: Callable[[System], Counter[str]]
 
 
 def applies(system: System, key: str, setting: str = "default") -> bool:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from bench import cli, database, floor, procfs, report
+from bench.report import Row
 from bench.serverlog import general_log_counts
-from bench.workload import Row
 from tests.conftest import IN_CI, REPO, wait_for
 
 # Nothing listens there: a command that tried to connect would fail with another error.
