@@ -44,6 +44,7 @@ from jobqueue.runtime.ticker import Ticker
 from jobqueue.runtime.writer import Writer
 from jobqueue.store.jobs import ClaimScope, Store
 from jobqueue.tasks import base as tasks
+from jobqueue.tasks import tracing
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -193,6 +194,10 @@ class Worker(Service):
         signals.jobs_committed.connect(self._on_jobs_committed, weak=False)
         self.tally.connect()
         self.heartbeat.start()
+        # OpenTelemetry, if installed, is imported now rather than in the first attempt
+        # (tens of milliseconds): the first job's run time then measures the job, and the
+        # prefetch policy, which reads it, claims ahead from the start.
+        tracing.enabled()
         self.executor.start(self.runner)
         scope = ClaimScope(self.id, tuple(self._task_names), self.queues, self.excluded)
         self.demand.start()
