@@ -78,7 +78,6 @@ class Worker(Service):
         self.selection = queue_selection.QueueSelection(
             *queue_selection.select(self.settings, self.pool, queues, exclude_queues)
         )
-        self.queues, self.excluded = self.selection.queues, self.selection.excluded
         self.concurrency = concurrency or self.pool.concurrency
         self.burst = burst
         # The pool's limits, unless the command line says otherwise.
@@ -199,7 +198,9 @@ class Worker(Service):
         # prefetch policy, which reads it, claims ahead from the start.
         tracing.enabled()
         self.executor.start(self.runner)
-        scope = ClaimScope(self.id, tuple(self._task_names), self.queues, self.excluded)
+        scope = ClaimScope(
+            self.id, tuple(self._task_names), self.selection.queues, self.selection.excluded
+        )
         self.demand.start()
         self.writer.start(scope)
         self.lookout.start(scope)

@@ -195,7 +195,7 @@ class Command(BaseCommand):
             worker_id=f"{socket.gethostname()}:{os.getpid()}:{tag}" if tag else None,
             settings=settings,
         )
-        if worker.queues == ():
+        if worker.selection.queues == ():
             raise CommandError(
                 "this worker would serve no queue: check --queue and --exclude-queue."
             )
