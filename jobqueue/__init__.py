@@ -3,6 +3,16 @@
 from jobqueue.exceptions import Discard, JobRunAborted, PermanentError, Snooze
 from jobqueue.tasks.base import task
 from jobqueue.tasks.context import JobContext
+from jobqueue.tasks.limits import Concurrency, RateLimit
 
-__all__ = ["Discard", "JobContext", "JobRunAborted", "PermanentError", "Snooze", "task"]
+__all__ = [
+    "Concurrency",
+    "Discard",
+    "JobContext",
+    "JobRunAborted",
+    "PermanentError",
+    "RateLimit",
+    "Snooze",
+    "task",
+]
 __version__ = "0.1.0.dev0"

@@ -94,6 +94,15 @@ class Job(models.Model):
     # The W3C trace context (traceparent, tracestate) of the enqueue's span, for the worker's
     # span to continue (jobqueue.tracing); NULL when the job was enqueued outside a trace.
     trace_context = models.JSONField(null=True, blank=True)
+    # Flow control (jobqueue.tasks.limits): the limits of the task or of this enqueue, and
+    # their keys' values, computed at enqueue as "<group>:<value>", so that the claim
+    # compares columns and never parses JSON. NULL: no such limit.
+    concurrency_key = models.CharField(max_length=500, null=True, blank=True)  # noqa: DJ001
+    concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
+    rate_key = models.CharField(max_length=500, null=True, blank=True)  # noqa: DJ001
+    rate_limit = models.PositiveIntegerField(null=True, blank=True)
+    rate_per = models.FloatField(null=True, blank=True)
+    rate_burst = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -112,6 +121,19 @@ class Job(models.Model):
                 fields=["lease_until"],
                 name="jobqueue_job_running_lease",
                 condition=Q(status=states.RUNNING),
+            ),
+            # A concurrency limit counts the running jobs of one key: a range of this.
+            PartialIndex(
+                fields=["concurrency_key"],
+                name="jobqueue_job_running_key",
+                condition=Q(status=states.RUNNING, concurrency_key__isnull=False),
+            ),
+            # An idle worker's next look waits for a rate key's next start: that key's
+            # pending jobs, found from the key.
+            PartialIndex(
+                fields=["rate_key"],
+                name="jobqueue_job_pending_rate_key",
+                condition=Q(status=states.PENDING, rate_key__isnull=False),
             ),
             # Retention prunes by status and age; the admin filters by status.
             models.Index(fields=["status", "finished_at"], name="jobqueue_job_status_finished"),
@@ -140,6 +162,28 @@ class Job(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status not in states.UNFINISHED
+
+
+class LimitKey(models.Model):
+    """One limit key's shared state, made by the first claim that meets the key.
+
+    ``tat`` is a rate limit's theoretical arrival time (GCRA): the next start is allowed
+    once ``tat`` minus the burst's allowance has passed. ``version`` grows with every claim
+    that takes a job of the key; a claim locks the row and compares its ``version`` with the
+    one its snapshot read, so that two claims never count the same running jobs. Neither is
+    a count of anything: how many of a key's jobs run is read from the job rows, so a crash
+    or a double release cannot leave a wrong number here.
+    """
+
+    key = models.CharField(max_length=500, primary_key=True)
+    tat = models.DateTimeField(null=True, blank=True)
+    version = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return self.key
 
 
 class Worker(models.Model):

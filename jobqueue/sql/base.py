@@ -234,6 +234,7 @@ class Dialect:
         run_at: dt.datetime,
         now: dt.datetime,
         rows: tuple[Sequence[Any], Sequence[Any], Sequence[str | None]],
+        flow_keys: Sequence[tuple[str | None, str | None]] | None = None,
         trace_context: str | None = None,
     ) -> list[tuple[int, str | None]]:
         """Insert one pending job per entry of ``rows`` (args, kwargs and keys, in step).
@@ -243,6 +244,10 @@ class Dialect:
         enqueue span's carrier (:mod:`jobqueue.tracing`), or None for NULL. Returns
         ``(id, idempotency_key)`` for each row written, in the order of ``rows``: a row
         skipped for its key is missing.
+
+        ``flow_keys`` holds each row's concurrency key and rate key (:mod:`jobqueue.tasks.limits`),
+        or is None when the jobs have no limit; ``shared`` then holds the limits themselves
+        (``concurrency_limit``, ``rate_limit``, ``rate_per``, ``rate_burst``, None for none).
         """
         args, kwargs, keys = rows
         params = {
@@ -251,7 +256,8 @@ class Dialect:
             "now": self._enqueue_time(now),
             "trace_context": trace_context,
         }
-        return self._insert_rows(params, args, kwargs, keys)
+        flow = list(flow_keys) if flow_keys is not None else [(None, None)] * len(args)
+        return self._insert_rows(params, args, kwargs, keys, flow)
 
     def _insert_rows(
         self,
@@ -259,15 +265,21 @@ class Dialect:
         args: Sequence[Any],
         kwargs: Sequence[Any],
         keys: Sequence[str | None],
+        flow: Sequence[tuple[str | None, str | None]],
     ) -> list[tuple[int, str | None]]:
         """:meth:`insert_jobs` with the shared parameters made: one statement, with
-        RETURNING, and ON CONFLICT DO NOTHING for the keys."""
+        RETURNING, and ON CONFLICT DO NOTHING for the keys. ``flow`` has each row's
+        concurrency key and rate key (both None for a job without limits)."""
         if len(args) == 1:
             params.update(
-                args=json.dumps(args[0]), kwargs=json.dumps(kwargs[0]), idempotency_key=keys[0]
+                args=json.dumps(args[0]),
+                kwargs=json.dumps(kwargs[0]),
+                idempotency_key=keys[0],
+                concurrency_key=flow[0][0],
+                rate_key=flow[0][1],
             )
             return self.fetchall("enqueue_one", params)
-        params.update(self._batch(args, kwargs, keys))
+        params.update(self._batch(args, kwargs, keys, flow))
         inserted = self.fetchall(self._enqueue_statement(keys), params)
         # Ids ascend in insertion order, and RETURNING promises no order: sort by id (ids
         # are unique, so the key never decides).
@@ -275,11 +287,19 @@ class Dialect:
         return inserted
 
     def _batch(
-        self, args: Sequence[Any], kwargs: Sequence[Any], keys: Sequence[str | None]
+        self,
+        args: Sequence[Any],
+        kwargs: Sequence[Any],
+        keys: Sequence[str | None],
+        flow: Sequence[tuple[str | None, str | None]],
     ) -> dict[str, str]:
         """The per-job values of the ``enqueue`` batch, one entry per job in each sequence:
-        one JSON array of ``[args, kwargs, key]`` triples."""
-        return {"rows": json.dumps(list(zip(args, kwargs, keys, strict=True)))}
+        one JSON array of ``[args, kwargs, key, concurrency_key, rate_key]`` rows."""
+        rows = [
+            [a, k, key, ckey, rkey]
+            for a, k, key, (ckey, rkey) in zip(args, kwargs, keys, flow, strict=True)
+        ]
+        return {"rows": json.dumps(rows)}
 
     def _enqueue_statement(self, keys: Sequence[str | None]) -> str:
         """The name of the statement that inserts a batch of jobs with these keys."""

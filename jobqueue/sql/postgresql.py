@@ -46,10 +46,22 @@ class PostgreSQLDialect(Dialect):
         return list(values)
 
     def _batch(
-        self, args: Sequence[Any], kwargs: Sequence[Any], keys: Sequence[str | None]
+        self,
+        args: Sequence[Any],
+        kwargs: Sequence[Any],
+        keys: Sequence[str | None],
+        flow: Sequence[tuple[str | None, str | None]],
     ) -> dict[str, str]:
-        # Three JSON arrays, read in step by ROWS FROM.
-        return {"args": json.dumps(args), "kwargs": json.dumps(kwargs), "keys": json.dumps(keys)}
+        # JSON arrays, read in step by ROWS FROM, which pads a shorter one with NULLs: jobs
+        # without limits send two empty arrays of limit keys.
+        limited = any(ckey is not None or rkey is not None for ckey, rkey in flow)
+        return {
+            "args": json.dumps(args),
+            "kwargs": json.dumps(kwargs),
+            "keys": json.dumps(keys),
+            "concurrency_keys": json.dumps([c for c, _ in flow] if limited else []),
+            "rate_keys": json.dumps([r for _, r in flow] if limited else []),
+        }
 
     def _enqueue_statement(self, keys: Sequence[str | None]) -> str:
         # A batch in which no job has a key needs no ON CONFLICT: a plain insert is cheaper

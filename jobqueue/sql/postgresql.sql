@@ -19,16 +19,21 @@
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
     crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at,
-    trace_context
+    trace_context, concurrency_key, concurrency_limit, rate_key, rate_limit, rate_per,
+    rate_burst
 )
 SELECT %(task_name)s, %(queue)s, %(priority)s, r.args, r.kwargs, 'pending',
        %(run_at)s::timestamptz, 0, %(max_attempts)s, 0, %(on_crash)s, r.idempotency_key, '',
-       '[]', '{}', %(now)s::timestamptz, %(now)s::timestamptz, %(trace_context)s::jsonb
+       '[]', '{}', %(now)s::timestamptz, %(now)s::timestamptz, %(trace_context)s::jsonb,
+       r.concurrency_key, %(concurrency_limit)s::integer, r.rate_key, %(rate_limit)s::integer,
+       %(rate_per)s::float8, %(rate_burst)s::integer
 FROM ROWS FROM (
     jsonb_array_elements(%(args)s::jsonb),
     jsonb_array_elements(%(kwargs)s::jsonb),
-    jsonb_array_elements_text(%(keys)s::jsonb)
-) AS r(args, kwargs, idempotency_key)
+    jsonb_array_elements_text(%(keys)s::jsonb),
+    jsonb_array_elements_text(%(concurrency_keys)s::jsonb),
+    jsonb_array_elements_text(%(rate_keys)s::jsonb)
+) AS r(args, kwargs, idempotency_key, concurrency_key, rate_key)
 ON CONFLICT DO NOTHING
 RETURNING id, idempotency_key, pg_notify(%(channel)s, %(queue)s);
 
@@ -39,12 +44,15 @@ RETURNING id, idempotency_key, pg_notify(%(channel)s, %(queue)s);
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
     crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at,
-    trace_context
+    trace_context, concurrency_key, concurrency_limit, rate_key, rate_limit, rate_per,
+    rate_burst
 )
 VALUES (
     %(task_name)s, %(queue)s, %(priority)s, %(args)s::jsonb, %(kwargs)s::jsonb, 'pending',
     %(run_at)s::timestamptz, 0, %(max_attempts)s, 0, %(on_crash)s, %(idempotency_key)s, '',
-    '[]', '{}', %(now)s::timestamptz, %(now)s::timestamptz, %(trace_context)s::jsonb
+    '[]', '{}', %(now)s::timestamptz, %(now)s::timestamptz, %(trace_context)s::jsonb,
+    %(concurrency_key)s, %(concurrency_limit)s, %(rate_key)s, %(rate_limit)s, %(rate_per)s,
+    %(rate_burst)s
 )
 ON CONFLICT DO NOTHING
 RETURNING id, idempotency_key, pg_notify(%(channel)s, %(queue)s);
@@ -99,18 +107,100 @@ started AS (
 -- queues out too, or an idle worker would wake for their due jobs at once, again and
 -- again. A job claimed ahead before the pause may still start (held at most HOLD_LIMIT,
 -- and only for short jobs); a job already running runs on.
+-- Flow control (jobqueue.tasks.limits): a job whose concurrency key has as many running
+-- jobs as its limit, or whose rate key's next start is not yet allowed, is passed over, in
+-- the index's order, so that it keeps its place and never holds back another key's jobs.
+-- Running jobs are counted from the job rows (the partial index jobqueue_job_running_key),
+-- never from a counter: a crash frees a slot when recovery sets the job back to pending, and
+-- nothing can be released twice. The successes this statement records (those its fence
+-- matched, read from done's RETURNING) are not counted.
 due AS (
-    SELECT id, priority, run_at, on_crash, crashes
-    FROM jobqueue_job
-    WHERE status = 'pending'
-      AND run_at <= now()
-      AND task_name = ANY(%(task_names)s::text[])
-      AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
-      AND queue <> ALL(%(excluded)s::text[])
-      AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
-    ORDER BY priority DESC, run_at, id
+    SELECT j.id, j.priority, j.run_at, j.on_crash, j.crashes, j.concurrency_key,
+           j.concurrency_limit, j.rate_key, j.rate_per / j.rate_limit AS rate_interval,
+           j.rate_burst
+    FROM jobqueue_job AS j
+    WHERE j.status = 'pending'
+      AND j.run_at <= now()
+      AND j.task_name = ANY(%(task_names)s::text[])
+      AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
+      AND j.queue <> ALL(%(excluded)s::text[])
+      AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
+      AND (j.concurrency_key IS NULL OR j.concurrency_limit > (
+          SELECT count(*) FROM jobqueue_job AS r
+          WHERE r.status = 'running' AND r.concurrency_key = j.concurrency_key
+            AND r.id NOT IN (SELECT id FROM done)
+      ))
+      AND (j.rate_key IS NULL OR NOT EXISTS (
+          SELECT FROM jobqueue_limitkey AS k
+          WHERE k.key = j.rate_key
+            AND k.tat > now() + make_interval(secs => j.rate_burst * j.rate_per / j.rate_limit)
+      ))
+    ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT %(limit)s + %(ahead)s
+    FOR UPDATE OF j SKIP LOCKED
+),
+-- The limit keys of the jobs found, and their rows, locked: SKIP LOCKED passes over a key
+-- whose jobs another claim is taking at this moment. A locked row is its latest version,
+-- the other read of the table (seen) is this statement's snapshot: a key whose version
+-- differs was claimed from since the snapshot, whose count of running jobs is then stale,
+-- and its jobs wait for the next look. A key without a row gets one (created), and its jobs
+-- are claimed from the next look on, under its lock.
+flow_keys AS (
+    SELECT concurrency_key AS key FROM due WHERE concurrency_key IS NOT NULL
+    UNION
+    SELECT rate_key FROM due WHERE rate_key IS NOT NULL
+),
+locked AS (
+    SELECT k.key, k.tat, k.version
+    FROM jobqueue_limitkey AS k
+    WHERE k.key IN (SELECT key FROM flow_keys)
     FOR UPDATE SKIP LOCKED
+),
+usable AS (
+    SELECT locked.key, locked.tat
+    FROM locked JOIN jobqueue_limitkey AS seen
+        ON seen.key = locked.key AND seen.version = locked.version
+),
+created AS (
+    INSERT INTO jobqueue_limitkey (key, tat, version)
+    SELECT key, NULL, 0 FROM flow_keys
+    WHERE NOT EXISTS (SELECT FROM jobqueue_limitkey AS k WHERE k.key = flow_keys.key)
+    ON CONFLICT DO NOTHING
+),
+-- Each concurrency key's running jobs, counted once per key; its first jobs in claim order
+-- fill the free slots. A rate key's jobs in claim order start while GCRA allows: the m-th
+-- may start if (m - 1) intervals fit between now and the key's tat less its burst.
+room AS (
+    SELECT d.concurrency_key AS key, (
+        SELECT count(*) FROM jobqueue_job AS r
+        WHERE r.status = 'running' AND r.concurrency_key = d.concurrency_key
+          AND r.id NOT IN (SELECT id FROM done)
+    ) AS running
+    FROM (SELECT DISTINCT concurrency_key FROM due WHERE concurrency_key IS NOT NULL) AS d
+),
+ranked AS (
+    SELECT due.*,
+           row_number() OVER (PARTITION BY concurrency_key ORDER BY priority DESC, run_at, id)
+               AS concurrency_rank,
+           row_number() OVER (PARTITION BY rate_key ORDER BY priority DESC, run_at, id)
+               AS rate_rank
+    FROM due
+),
+allowed AS (
+    SELECT ranked.id, ranked.priority, ranked.run_at, ranked.on_crash, ranked.crashes,
+           ranked.concurrency_key, ranked.rate_key, ranked.rate_interval
+    FROM ranked
+    LEFT JOIN room ON room.key = ranked.concurrency_key
+    LEFT JOIN usable AS c ON c.key = ranked.concurrency_key
+    LEFT JOIN usable AS rl ON rl.key = ranked.rate_key
+    WHERE (ranked.concurrency_key IS NULL OR (
+              c.key IS NOT NULL
+              AND ranked.concurrency_rank <= ranked.concurrency_limit - room.running))
+      AND (ranked.rate_key IS NULL OR (
+              rl.key IS NOT NULL
+              AND (ranked.rate_rank - 1) * ranked.rate_interval
+                  <= ranked.rate_burst * ranked.rate_interval
+                     + extract(epoch FROM now() - greatest(coalesce(rl.tat, now()), now()))))
 ),
 -- A job held unstarted goes back to pending without a crash if this worker dies. But its
 -- handler may start, and kill the worker, before the writer records the start: then it too
@@ -121,7 +211,7 @@ due AS (
 numbered AS (
     SELECT id, row_number() OVER (ORDER BY priority DESC, run_at, id) AS n,
            on_crash = 'retry' AND crashes + 1 < %(max_crashes)s AS holdable
-    FROM due
+    FROM allowed
 ),
 picked AS (
     SELECT id, n
@@ -152,36 +242,96 @@ claimed AS (
               job.attempts, job.max_attempts, job.crashes, job.token, job.steps,
               job.started_at IS NULL AS held,
               extract(epoch FROM now() - job.run_at)::float8 AS waited, job.trace_context
+),
+-- Each key a job was claimed for: its version goes up (see locked), and a rate key's tat
+-- moves on by one interval per start, from now if it lay in the past.
+advanced AS (
+    UPDATE jobqueue_limitkey AS k
+    SET version = k.version + 1,
+        tat = CASE WHEN used.starts > 0
+                   THEN greatest(coalesce(k.tat, now()), now())
+                        + make_interval(secs => used.spacing)
+                   ELSE k.tat END
+    FROM (
+        SELECT key, sum(spacing) AS spacing, count(*) FILTER (WHERE spacing > 0) AS starts
+        FROM (
+            SELECT a.concurrency_key AS key, 0::float8 AS spacing
+            FROM allowed AS a JOIN picked USING (id) WHERE a.concurrency_key IS NOT NULL
+            UNION ALL
+            SELECT a.rate_key, a.rate_interval
+            FROM allowed AS a JOIN picked USING (id) WHERE a.rate_key IS NOT NULL
+        ) AS uses
+        GROUP BY key
+    ) AS used
+    WHERE k.key = used.key
 )
 -- The next due job (next_due's answer) is read only when nothing was claimed: PostgreSQL
 -- runs an uncorrelated subquery the first time its value is needed, so a claim that found
 -- jobs never pays for it, and the claim's own plan is unchanged. It reads the statement's
 -- snapshot, in which a due job that SKIP LOCKED passed over (another worker's claim was
 -- taking it) is still pending: it then says 0, and the lookout looks again at once, as it
--- did when next_due ran before that claim committed.
+-- did when next_due ran before that claim committed. So it does when due found jobs that
+-- flow control then left (a key's row just made, locked or changed by another claim): the
+-- next look takes them. Beyond that (see next_due), a job held back by a full concurrency
+-- key is left out (the worker that frees the slot claims it), and a rate-limited one is due
+-- when its key allows the next start: a worker sleeps until then, never polls in between.
 SELECT (SELECT array_agg(id) FROM done),
        CASE WHEN claimed.id IS NULL AND %(limit)s + %(ahead)s > 0 THEN (
-           SELECT extract(epoch FROM min(run_at) - now())
-           FROM jobqueue_job
-           WHERE status = 'pending'
-             AND task_name = ANY(%(task_names)s::text[])
-             AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
-             AND queue <> ALL(%(excluded)s::text[])
-             AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
+           CASE WHEN EXISTS (SELECT FROM due) THEN 0 ELSE least((
+               SELECT extract(epoch FROM min(run_at) - now())
+               FROM jobqueue_job
+               WHERE status = 'pending'
+                 AND task_name = ANY(%(task_names)s::text[])
+                 AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
+                 AND queue <> ALL(%(excluded)s::text[])
+                 AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
+                 AND (run_at > now() OR (concurrency_key IS NULL AND rate_key IS NULL))
+           ), (
+               SELECT extract(epoch FROM min(k.tat - make_interval(
+                   secs => j.rate_burst * j.rate_per / j.rate_limit)) - now())
+               FROM jobqueue_limitkey AS k JOIN jobqueue_job AS j ON j.rate_key = k.key
+               WHERE j.status = 'pending'
+                 AND j.run_at <= now()
+                 AND k.tat - make_interval(secs => j.rate_burst * j.rate_per / j.rate_limit)
+                     > now()
+                 AND j.task_name = ANY(%(task_names)s::text[])
+                 AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
+                 AND j.queue <> ALL(%(excluded)s::text[])
+                 AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
+           )) END
        ) END,
        claimed.*
 FROM (SELECT) AS one LEFT JOIN claimed ON true;
 
 -- name: next_due
 -- Seconds until the earliest pending job of this worker's tasks and queues is due (0 or less
--- if one is due already), NULL if there is none: an idle worker sleeps until then.
-SELECT extract(epoch FROM min(run_at) - now())
-FROM jobqueue_job
-WHERE status = 'pending'
-  AND task_name = ANY(%(task_names)s::text[])
-  AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
-  AND queue <> ALL(%(excluded)s::text[])
-  AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause);
+-- if one is due already), NULL if there is none: an idle worker sleeps until then. A job
+-- with a limit that is due already counts only when its rate key allows its start later:
+-- one held back by a full concurrency key is claimed by the worker that frees the slot,
+-- and one the claim could take now is found by the claim itself (which then says 0).
+SELECT least((
+    SELECT extract(epoch FROM min(run_at) - now())
+    FROM jobqueue_job
+    WHERE status = 'pending'
+      AND task_name = ANY(%(task_names)s::text[])
+      AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
+      AND queue <> ALL(%(excluded)s::text[])
+      AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
+      AND (run_at > now() OR (concurrency_key IS NULL AND rate_key IS NULL))
+), (
+    -- The rate keys whose next allowed start is ahead, with a due job waiting for it: the
+    -- partial index jobqueue_job_pending_rate_key finds each key's jobs.
+    SELECT extract(epoch FROM min(k.tat - make_interval(
+        secs => j.rate_burst * j.rate_per / j.rate_limit)) - now())
+    FROM jobqueue_limitkey AS k JOIN jobqueue_job AS j ON j.rate_key = k.key
+    WHERE j.status = 'pending'
+      AND j.run_at <= now()
+      AND k.tat - make_interval(secs => j.rate_burst * j.rate_per / j.rate_limit) > now()
+      AND j.task_name = ANY(%(task_names)s::text[])
+      AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
+      AND j.queue <> ALL(%(excluded)s::text[])
+      AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
+));
 
 -- name: count_due
 -- How many jobs of these tasks and queues have been due for %(grace)s s, counting no further

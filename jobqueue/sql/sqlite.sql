@@ -5,7 +5,8 @@
 
 -- name: enqueue
 -- Insert a batch of jobs of one task, all with the same options: the shared values come as
--- scalars, the per-job ones as one JSON array of [args, kwargs, idempotency key] triples. A
+-- scalars, the per-job ones as one JSON array of [args, kwargs, idempotency key,
+-- concurrency key, rate key] rows. A
 -- row whose idempotency key an unfinished job already holds is skipped by the partial unique
 -- index, never by a read-then-write.
 -- ("WHERE true" keeps the parser from reading ON CONFLICT as a join constraint.)
@@ -13,11 +14,13 @@
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
     crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at,
-    trace_context
+    trace_context, concurrency_key, concurrency_limit, rate_key, rate_limit, rate_per,
+    rate_burst
 )
 SELECT %(task_name)s, %(queue)s, %(priority)s, r.value -> 0, r.value -> 1, 'pending',
        %(run_at)s, 0, %(max_attempts)s, 0, %(on_crash)s, r.value ->> 2, '', '[]', '{}',
-       %(now)s, %(now)s, json(%(trace_context)s)
+       %(now)s, %(now)s, json(%(trace_context)s), r.value ->> 3, %(concurrency_limit)s,
+       r.value ->> 4, %(rate_limit)s, %(rate_per)s, %(rate_burst)s
 FROM json_each(%(rows)s) AS r
 WHERE true
 ON CONFLICT DO NOTHING
@@ -28,12 +31,14 @@ RETURNING id, idempotency_key;
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
     crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at,
-    trace_context
+    trace_context, concurrency_key, concurrency_limit, rate_key, rate_limit, rate_per,
+    rate_burst
 )
 VALUES (
     %(task_name)s, %(queue)s, %(priority)s, json(%(args)s), json(%(kwargs)s), 'pending',
     %(run_at)s, 0, %(max_attempts)s, 0, %(on_crash)s, %(idempotency_key)s, '', '[]', '{}',
-    %(now)s, %(now)s, json(%(trace_context)s)
+    %(now)s, %(now)s, json(%(trace_context)s), %(concurrency_key)s, %(concurrency_limit)s,
+    %(rate_key)s, %(rate_limit)s, %(rate_per)s, %(rate_burst)s
 )
 ON CONFLICT DO NOTHING
 RETURNING id, idempotency_key;

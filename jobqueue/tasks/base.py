@@ -28,6 +28,7 @@ from django.utils.module_loading import autodiscover_modules
 from jobqueue import conf
 from jobqueue.tasks.arguments import text_problem
 from jobqueue.tasks.enqueue import EnqueueOptions, collector_paused, enqueue_calls
+from jobqueue.tasks.limits import Concurrency, RateLimit, check_limit_keys, check_limit_types
 from jobqueue.tasks.options import INHERITED_OPTIONS, validate_options
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ class TaskKeywords(TypedDict, total=False):
     timeout: float | None
     on_crash: str | None
     backoff: conf.Backoff | None
+    concurrency: Concurrency | None
+    rate_limit: RateLimit | None
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class TaskOptions:
     timeout: float | None = None  # None: JOBQUEUE["TIMEOUT"]; 0: no limit
     on_crash: str | None = None  # None: JOBQUEUE["ON_CRASH"]
     backoff: conf.Backoff | None = None  # None: JOBQUEUE["BACKOFF"]
+    concurrency: Concurrency | None = None
+    rate_limit: RateLimit | None = None
     takes_context: bool = False
 
 
@@ -133,8 +138,12 @@ class Task(Generic[P, R]):
         queue: str | None = None,
         priority: int | None = None,
         max_attempts: int | None = None,
+        concurrency: Concurrency | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> BoundTask[P, R]:
-        """Return this task with per-enqueue options; validated here, not in the worker."""
+        """Return this task with per-enqueue options; validated here, not in the worker.
+
+        ``concurrency`` and ``rate_limit`` replace the task's own for these jobs."""
         given = {
             "delay": delay,
             "run_at": run_at,
@@ -142,7 +151,12 @@ class Task(Generic[P, R]):
             "queue": queue,
             "priority": priority,
             "max_attempts": max_attempts,
+            "concurrency": concurrency,
+            "rate_limit": rate_limit,
         }
+        if concurrency is not None or rate_limit is not None:
+            check_limit_types(f"{self.name}.using()", concurrency, rate_limit)
+            check_limit_keys(f"{self.name}.using()", self.signature, concurrency, rate_limit)
         return BoundTask(self, {k: v for k, v in given.items() if v is not None})
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job | None:
@@ -165,6 +179,8 @@ class Task(Generic[P, R]):
                 priority=self.options.priority,
                 max_attempts=self.max_attempts,
                 on_crash=self.on_crash,
+                concurrency=self.options.concurrency,
+                rate_limit=self.options.rate_limit,
             )
             cached = self._enqueue_defaults = (self.options, settings, defaults)
         return cached[2]
@@ -289,6 +305,8 @@ def task(
     timeout: float | None = None,
     on_crash: str | None = None,
     backoff: conf.Backoff | None = None,
+    concurrency: Concurrency | None = None,
+    rate_limit: RateLimit | None = None,
     takes_context: bool = False,
 ) -> Any:
     """Register a function as a task: ``@task`` or ``@task(queue="emails", ...)``."""
@@ -304,15 +322,26 @@ def task(
             timeout=timeout,
             on_crash=on_crash,
             backoff=backoff,
+            concurrency=concurrency,
+            rate_limit=rate_limit,
             takes_context=takes_context,
         )
-        return register(Task(f, task_name, options))
+        registered: Task[Any, Any] = Task(f, task_name, options)
+        try:
+            check_limit_keys(f"@task {task_name}", registered.signature, concurrency, rate_limit)
+        except TypeError as exc:
+            raise ImproperlyConfigured(str(exc)) from None
+        return register(registered)
 
     return decorate(func) if func is not None else decorate
 
 
 def _validated_options(task_name: str, **options: Any) -> TaskOptions:
     # queue and priority are checked as .using() checks them; the rest as every task's are.
+    try:
+        check_limit_types(f"@task {task_name}", options["concurrency"], options["rate_limit"])
+    except TypeError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
     EnqueueOptions.build(
         task_name=f"@task {task_name}",
         defaults=None,

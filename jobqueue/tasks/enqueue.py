@@ -27,6 +27,7 @@ from jobqueue.sql import Dialect, Queries
 from jobqueue.store.channel import NOTIFY_CHANNEL
 from jobqueue.tasks import tracing
 from jobqueue.tasks.arguments import Call, Signed, check_calls, check_text, short_repr
+from jobqueue.tasks.limits import Concurrency, Limits, RateLimit
 from jobqueue.tasks.options import validate_options
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ class EnqueueOptions:
     delay: float | None = None
     run_at: dt.datetime | None = None
     idempotency_key: str | None = None
+    concurrency: Concurrency | None = None
+    rate_limit: RateLimit | None = None
     database: str = DEFAULT_DB_ALIAS
 
     @classmethod
@@ -122,6 +125,9 @@ class EnqueueOptions:
         if self.database not in connections:
             raise ValueError(f"{name}: database {self.database!r} is not in settings.DATABASES.")
 
+    def limits(self) -> Limits:
+        return Limits(self.task_name, self.concurrency, self.rate_limit)
+
     def due_at(self, now: dt.datetime) -> dt.datetime:
         if self.run_at is not None:
             return self.run_at
@@ -180,6 +186,9 @@ def insert_calls(
     # Imported here: this module may load before the app registry is ready.
     from jobqueue.models import Job
 
+    limits = Limits(task.name, options.concurrency, options.rate_limit)
+    # Before any SQL too: a key's value that cannot be stored fails here, naming it.
+    flow_keys = [limits.keys(task.signature, *call) for call in calls] if limits else None
     queries = Queries(options.database)
     now = timezone.now()
     run_at = options.due_at(now)
@@ -191,6 +200,7 @@ def insert_calls(
         "priority": options.priority,
         "max_attempts": options.max_attempts or conf.get().max_attempts,
         "on_crash": options.on_crash or conf.get().on_crash,
+        **limits.columns(),
     }
     # One span for the statement, whatever its size; every job of it stores that span's
     # context (or NULL outside a trace), one shared parameter, never a value per row.
@@ -200,6 +210,7 @@ def insert_calls(
             run_at=run_at,
             now=now,
             rows=(args, kwargs, keys),
+            flow_keys=flow_keys,
             trace_context=traced.stored,
         )
         traced.inserted(inserted, len(calls))
@@ -218,7 +229,10 @@ def insert_calls(
     position = 0
     for index, key in enumerate(keys):
         if position < len(inserted) and inserted[position][1] == key:
-            jobs.append(make(inserted[position][0], args[index], kwargs[index], key))
+            job = make(inserted[position][0], args[index], kwargs[index], key)
+            if flow_keys is not None:
+                job.concurrency_key, job.rate_key = flow_keys[index]
+            jobs.append(job)
             position += 1
         else:
             jobs.append(None)

@@ -360,3 +360,27 @@ async def async_until_cancelled(ctx, label="async-cancel", seconds=60):
         await asyncio.to_thread(record, f"{label}:cancelled", ctx)
         raise
     return f"{label} slept"
+
+
+# Flow control (tests/storage/test_limits.py, tests/process/test_limits.py).
+from jobqueue import Concurrency, RateLimit  # noqa: E402
+
+
+@task(queue="sync", concurrency=Concurrency(key="tenant", limit=2))
+def per_tenant(tenant, n=0):
+    return n
+
+
+@task(rate_limit=RateLimit(key="account", limit=5, per=1.0))
+def per_account(account, n=0):
+    return n
+
+
+@task(concurrency=Concurrency(key="account", limit=1, group="stripe"))
+def refund(account, charge=""):
+    return charge
+
+
+@task(concurrency=Concurrency(key="account", limit=1, group="stripe"))
+def charge(account, amount=0):
+    return amount

@@ -14,6 +14,7 @@ import importlib
 import re
 from pathlib import Path
 
+import django
 import pytest
 from django.utils.module_loading import import_string
 
@@ -75,7 +76,17 @@ def texts() -> list[tuple[str, str]]:
     return found
 
 
+def needs_django_tasks(dotted: str) -> bool:
+    """Whether ``dotted`` is the ``django.tasks`` backend, which Django 5.2 cannot import."""
+    return django.VERSION < (6, 0) and (dotted + ".").startswith("jobqueue.backend.")
+
+
 def resolves(dotted: str) -> bool:
+    if needs_django_tasks(dotted):
+        # Before Django 6.0 the backend's import fails, and says which Django it needs.
+        with pytest.raises(ImportError, match="needs Django 6.0 or later"):
+            importlib.import_module("jobqueue.backend")
+        return True
     try:
         importlib.import_module(dotted)
         return True
