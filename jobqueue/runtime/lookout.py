@@ -101,8 +101,10 @@ class Lookout:
         if claimed:
             # (The intake marked the worker busy as it took them: Demand.claimed.)
             self._poll.found_work()
-            # We may have taken everything due; a freed slot or a notification wakes us.
-            return SAFETY_POLL if self.listening else self._poll_interval
+            # We may have taken everything due; a freed slot or a notification wakes us,
+            # or the next start a rate limit allows, if it held jobs back.
+            wait = SAFETY_POLL if self.listening else self._poll_interval
+            return wait if due is None else max(0.0, min(wait, due))
         if self._burst and self.idle():
             logger.info("worker %s: nothing is due, leaving (--burst)", worker)
             return None

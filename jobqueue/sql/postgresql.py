@@ -87,7 +87,9 @@ class PostgreSQLDialect(Dialect):
         # for jobs, the next due job; then the claim's RETURNING list.
         matched = list(rows[0][0] or []) if rows else []
         claimed = [ClaimedRow.returned(row[2:]) for row in rows if row[2] is not None]
-        seconds = rows[0][1] if rows and not claimed else None
+        # The next due job when nothing was claimed; when fewer were claimed than asked
+        # for, the next start a rate limit allows (None: no such wait).
+        seconds = rows[0][1] if rows else None
         return matched, claimed, None if seconds is None else float(seconds)
 
     def rescue_check(self, params: dict[str, Any]) -> bool:

@@ -264,6 +264,7 @@ advanced AS (
         GROUP BY key
     ) AS used
     WHERE k.key = used.key
+    RETURNING k.key, k.tat
 )
 -- The next due job (next_due's answer) is read only when nothing was claimed: PostgreSQL
 -- runs an uncorrelated subquery the first time its value is needed, so a claim that found
@@ -275,8 +276,10 @@ advanced AS (
 -- next look takes them. Beyond that (see next_due), a job held back by a full concurrency
 -- key is left out (the worker that frees the slot claims it), and a rate-limited one is due
 -- when its key allows the next start: a worker sleeps until then, never polls in between.
+-- A claim that took jobs says it too (below), when it took fewer than it asked for.
 SELECT (SELECT array_agg(id) FROM done),
-       CASE WHEN claimed.id IS NULL AND %(limit)s + %(ahead)s > 0 THEN (
+       CASE WHEN %(limit)s + %(ahead)s = 0 THEN NULL
+            WHEN claimed.id IS NULL THEN (
            CASE WHEN EXISTS (SELECT FROM due) THEN 0 ELSE least((
                SELECT extract(epoch FROM min(run_at) - now())
                FROM jobqueue_job
@@ -298,8 +301,36 @@ SELECT (SELECT array_agg(id) FROM done),
                  AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
                  AND j.queue <> ALL(%(excluded)s::text[])
                  AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
-           )) END
-       ) END,
+           )) END)
+            -- A claim that took fewer jobs than it asked for, while slots stay free: when a
+            -- rate key allows its next start, so that a worker whose handlers run long
+            -- still starts rate-limited jobs at their rate, not only as slots free.
+            WHEN (SELECT count(*) FROM claimed) < %(limit)s + %(ahead)s THEN least((
+               SELECT extract(epoch FROM min(k.tat - make_interval(
+                   secs => j.rate_burst * j.rate_per / j.rate_limit)) - now())
+               FROM jobqueue_limitkey AS k JOIN jobqueue_job AS j ON j.rate_key = k.key
+               WHERE j.status = 'pending'
+                 AND j.run_at <= now()
+                 AND k.tat - make_interval(secs => j.rate_burst * j.rate_per / j.rate_limit)
+                     > now()
+                 AND j.task_name = ANY(%(task_names)s::text[])
+                 AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
+                 AND j.queue <> ALL(%(excluded)s::text[])
+                 AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
+           ), (
+               -- The keys this claim moved on: their new tat is not in the snapshot, and
+               -- the jobs it took still look pending there.
+               SELECT extract(epoch FROM min(a.tat - make_interval(
+                   secs => j.rate_burst * j.rate_per / j.rate_limit)) - now())
+               FROM advanced AS a JOIN jobqueue_job AS j ON j.rate_key = a.key
+               WHERE j.status = 'pending'
+                 AND j.run_at <= now()
+                 AND j.id NOT IN (SELECT id FROM claimed)
+                 AND j.task_name = ANY(%(task_names)s::text[])
+                 AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
+                 AND j.queue <> ALL(%(excluded)s::text[])
+           ))
+       END,
        claimed.*
 FROM (SELECT) AS one LEFT JOIN claimed ON true;
 

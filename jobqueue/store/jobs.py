@@ -102,7 +102,9 @@ class Claimed(list[ClaimedJob]):
     """The jobs a claim took, in order, and, when it took none, ``next_due``: the seconds
     until the next job of its selection is due (0 or less if one is due already), None if
     none is pending. The claim reads it in the same statement on PostgreSQL, so that an
-    idle worker's look costs one statement."""
+    idle worker's look costs one statement. There, a claim that took fewer jobs than it
+    asked for sets it too when a rate limit held jobs back: the seconds until the next
+    start it allows (None otherwise)."""
 
     def __init__(self, jobs: Iterable[ClaimedJob] = (), next_due: float | None = None) -> None:
         super().__init__(jobs)

@@ -227,7 +227,7 @@ def test_the_claim_and_its_next_due_read_the_partial_index(postgresql_only):
     JobFactory.create_batch(20)
     q = Queries("default")
     plan = _plan(q.statements["claim"], _claim_params(q, limit=4))
-    due_part = plan.split("CTE due", 1)[1].split("CTE numbered", 1)[0]
+    due_part = plan.split("CTE due", 1)[1].split("CTE flow_keys", 1)[0]
     assert "Index Scan using jobqueue_job_claim" in due_part, plan
     assert "Sort" not in due_part, plan
     # The last InitPlan, run only when nothing was claimed.
@@ -296,7 +296,7 @@ def test_a_campaign_the_statistics_do_not_know_of_gets_the_claim_its_index(postg
     with connection.cursor() as cursor:  # no ANALYZE here: the statistics as they are
         cursor.execute("EXPLAIN " + q.statements["claim"], _claim_params(q, limit=4))
         plan = "\n".join(row[0] for row in cursor.fetchall())
-    due = plan.split("CTE due", 1)[1].split("CTE numbered", 1)[0]
+    due = plan.split("CTE due", 1)[1].split("CTE flow_keys", 1)[0]
     assert "Index Scan using jobqueue_job_claim" in due, plan
     assert "Sort" not in due, plan
 

@@ -140,3 +140,14 @@ def _scope(task_names=(TENANT,)):
     from jobqueue.store.jobs import ClaimScope
 
     return ClaimScope(worker="w1", task_names=tuple(task_names), queues=None)
+
+
+def test_a_claim_that_took_some_says_when_a_rate_limit_allows_the_next_start(postgresql_only):
+    # A worker whose handlers run long still starts rate-limited jobs at their rate: the
+    # claim that took one tells it when the next may start, though it found work.
+    for n in range(3):
+        tasks.per_account.enqueue(1, n)
+    claim(task_names=[ACCOUNT])  # makes the key's row
+    taken = Store().record([], scope=_scope([ACCOUNT]), limit=10)
+    assert len(taken) == 1
+    assert taken.next_due is not None and 0 < taken.next_due <= 0.2
