@@ -163,6 +163,10 @@ class ClaimedRow(NamedTuple):
 Recorded = tuple[list[int], list[ClaimedRow], float | None]
 
 
+# The limits of jobs enqueued without any (see Dialect.insert_jobs).
+_NO_LIMITS = {"concurrency_limit": None, "rate_limit": None, "rate_per": None, "rate_burst": None}
+
+
 class Dialect:
     """The named statements of one database alias, with vendor-shaped parameters.
 
@@ -247,10 +251,12 @@ class Dialect:
 
         ``flow_keys`` holds each row's concurrency key and rate key (:mod:`jobqueue.tasks.limits`),
         or is None when the jobs have no limit; ``shared`` then holds the limits themselves
-        (``concurrency_limit``, ``rate_limit``, ``rate_per``, ``rate_burst``, None for none).
+        (``concurrency_limit``, ``rate_limit``, ``rate_per``, ``rate_burst``; left out or None for
+        none).
         """
         args, kwargs, keys = rows
         params = {
+            **_NO_LIMITS,
             **shared,
             "run_at": self._enqueue_time(run_at),
             "now": self._enqueue_time(now),
