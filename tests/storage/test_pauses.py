@@ -135,6 +135,6 @@ def test_with_a_queue_paused_the_claim_still_reads_its_partial_index(postgresql_
         cursor.execute("ANALYZE jobqueue_queuepause")
     q = Queries("default")
     plan = _plan(q.statements["claim"], _claim_params(q, limit=4))
-    due_part = plan.split("CTE due", 1)[1].split("CTE numbered", 1)[0]
+    due_part = plan.split("CTE due", 1)[1].split("CTE flow_keys", 1)[0]
     assert "Index Scan using jobqueue_job_claim" in due_part, plan
     assert "Sort" not in due_part, plan
