@@ -177,6 +177,9 @@ class LimitKey(models.Model):
 
     key = models.CharField(max_length=500, primary_key=True)
     tat = models.DateTimeField(null=True, blank=True)
+    # Seconds before tat that a start is allowed (a rate limit's burst times its interval),
+    # as of the latest claim of the key: blocked keys are then one set the claim reads once.
+    allowance = models.FloatField(default=0.0)
     version = models.BigIntegerField(default=0)
 
     class Meta:

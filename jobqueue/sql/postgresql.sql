@@ -114,10 +114,19 @@ started AS (
 -- never from a counter: a crash frees a slot when recovery sets the job back to pending, and
 -- nothing can be released twice. The successes this statement records (those its fence
 -- matched, read from done's RETURNING) are not counted.
+running AS (
+    SELECT r.concurrency_key AS key, count(*) AS n FROM jobqueue_job AS r
+    WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
+      AND r.id NOT IN (SELECT id FROM done)
+    GROUP BY r.concurrency_key
+),
+full_keys AS (
+    SELECT key, generate_series(1, n::integer) AS at_limit FROM running
+),
 due AS (
     SELECT j.id, j.priority, j.run_at, j.on_crash, j.crashes, j.concurrency_key,
            j.concurrency_limit, j.rate_key, j.rate_per / j.rate_limit AS rate_interval,
-           j.rate_burst
+           j.rate_burst * j.rate_per / j.rate_limit AS allowance
     FROM jobqueue_job AS j
     WHERE j.status = 'pending'
       AND j.run_at <= now()
@@ -125,15 +134,12 @@ due AS (
       AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
       AND j.queue <> ALL(%(excluded)s::text[])
       AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
-      AND (j.concurrency_key IS NULL OR j.concurrency_limit > (
-          SELECT count(*) FROM jobqueue_job AS r
-          WHERE r.status = 'running' AND r.concurrency_key = j.concurrency_key
-            AND r.id NOT IN (SELECT id FROM done)
-      ))
-      AND (j.rate_key IS NULL OR NOT EXISTS (
-          SELECT FROM jobqueue_limitkey AS k
-          WHERE k.key = j.rate_key
-            AND k.tat > now() + make_interval(secs => j.rate_burst * j.rate_per / j.rate_limit)
+      AND (j.concurrency_key IS NULL
+           OR (j.concurrency_key, j.concurrency_limit) NOT IN (SELECT key, at_limit FROM full_keys))
+      AND (j.rate_key IS NULL OR j.rate_key NOT IN (
+          -- The rate keys whose next start is ahead: one set, read once per statement.
+          SELECT k.key FROM jobqueue_limitkey AS k
+          WHERE k.tat - make_interval(secs => k.allowance) > now()
       ))
     ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT %(limit)s + %(ahead)s
@@ -151,19 +157,22 @@ flow_keys AS (
     SELECT rate_key FROM due WHERE rate_key IS NOT NULL
 ),
 locked AS (
-    SELECT k.key, k.tat, k.version
+    SELECT k.key, k.tat, k.allowance, k.version
     FROM jobqueue_limitkey AS k
     WHERE k.key IN (SELECT key FROM flow_keys)
     FOR UPDATE SKIP LOCKED
 ),
 usable AS (
-    SELECT locked.key, locked.tat
+    SELECT locked.key, locked.tat, locked.allowance
     FROM locked JOIN jobqueue_limitkey AS seen
         ON seen.key = locked.key AND seen.version = locked.version
 ),
 created AS (
-    INSERT INTO jobqueue_limitkey (key, tat, version)
-    SELECT key, NULL, 0 FROM flow_keys
+    INSERT INTO jobqueue_limitkey (key, tat, allowance, version)
+    SELECT flow_keys.key, NULL, coalesce((
+        SELECT max(due.allowance) FROM due WHERE due.rate_key = flow_keys.key
+    ), 0), 0
+    FROM flow_keys
     WHERE NOT EXISTS (SELECT FROM jobqueue_limitkey AS k WHERE k.key = flow_keys.key)
     ON CONFLICT DO NOTHING
 ),
@@ -171,11 +180,8 @@ created AS (
 -- fill the free slots. A rate key's jobs in claim order start while GCRA allows: the m-th
 -- may start if (m - 1) intervals fit between now and the key's tat less its burst.
 room AS (
-    SELECT d.concurrency_key AS key, (
-        SELECT count(*) FROM jobqueue_job AS r
-        WHERE r.status = 'running' AND r.concurrency_key = d.concurrency_key
-          AND r.id NOT IN (SELECT id FROM done)
-    ) AS running
+    SELECT d.concurrency_key AS key, coalesce(
+        (SELECT n FROM running WHERE running.key = d.concurrency_key), 0) AS running
     FROM (SELECT DISTINCT concurrency_key FROM due WHERE concurrency_key IS NOT NULL) AS d
 ),
 ranked AS (
@@ -188,7 +194,7 @@ ranked AS (
 ),
 allowed AS (
     SELECT ranked.id, ranked.priority, ranked.run_at, ranked.on_crash, ranked.crashes,
-           ranked.concurrency_key, ranked.rate_key, ranked.rate_interval
+           ranked.concurrency_key, ranked.rate_key, ranked.rate_interval, ranked.allowance
     FROM ranked
     LEFT JOIN room ON room.key = ranked.concurrency_key
     LEFT JOIN usable AS c ON c.key = ranked.concurrency_key
@@ -199,7 +205,7 @@ allowed AS (
       AND (ranked.rate_key IS NULL OR (
               rl.key IS NOT NULL
               AND (ranked.rate_rank - 1) * ranked.rate_interval
-                  <= ranked.rate_burst * ranked.rate_interval
+                  <= rl.allowance
                      + extract(epoch FROM now() - greatest(coalesce(rl.tat, now()), now()))))
 ),
 -- A job held unstarted goes back to pending without a crash if this worker dies. But its
@@ -244,27 +250,31 @@ claimed AS (
               extract(epoch FROM now() - job.run_at)::float8 AS waited, job.trace_context
 ),
 -- Each key a job was claimed for: its version goes up (see locked), and a rate key's tat
--- moves on by one interval per start, from now if it lay in the past.
+-- moves on by one interval per start, from now if it lay in the past; its allowance (the
+-- burst's seconds, which the due filter and the wake-up read from the key) becomes that of
+-- the jobs it started, so a burst changed by a deploy takes effect from the key's next start.
 advanced AS (
     UPDATE jobqueue_limitkey AS k
     SET version = k.version + 1,
         tat = CASE WHEN used.starts > 0
                    THEN greatest(coalesce(k.tat, now()), now())
                         + make_interval(secs => used.spacing)
-                   ELSE k.tat END
+                   ELSE k.tat END,
+        allowance = coalesce(used.allowance, k.allowance)
     FROM (
-        SELECT key, sum(spacing) AS spacing, count(*) FILTER (WHERE spacing > 0) AS starts
+        SELECT key, sum(spacing) AS spacing, count(*) FILTER (WHERE spacing > 0) AS starts,
+               max(allowance) AS allowance
         FROM (
-            SELECT a.concurrency_key AS key, 0::float8 AS spacing
+            SELECT a.concurrency_key AS key, 0::float8 AS spacing, NULL::float8 AS allowance
             FROM allowed AS a JOIN picked USING (id) WHERE a.concurrency_key IS NOT NULL
             UNION ALL
-            SELECT a.rate_key, a.rate_interval
+            SELECT a.rate_key, a.rate_interval, a.allowance
             FROM allowed AS a JOIN picked USING (id) WHERE a.rate_key IS NOT NULL
         ) AS uses
         GROUP BY key
     ) AS used
     WHERE k.key = used.key
-    RETURNING k.key, k.tat
+    RETURNING k.key, k.tat, k.allowance
 )
 -- The next due job (next_due's answer) is read only when nothing was claimed: PostgreSQL
 -- runs an uncorrelated subquery the first time its value is needed, so a claim that found
@@ -290,45 +300,60 @@ SELECT (SELECT array_agg(id) FROM done),
                  AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
                  AND (run_at > now() OR (concurrency_key IS NULL AND rate_key IS NULL))
            ), (
-               SELECT extract(epoch FROM min(k.tat - make_interval(
-                   secs => j.rate_burst * j.rate_per / j.rate_limit)) - now())
-               FROM jobqueue_limitkey AS k JOIN jobqueue_job AS j ON j.rate_key = k.key
-               WHERE j.status = 'pending'
-                 AND j.run_at <= now()
-                 AND k.tat - make_interval(secs => j.rate_burst * j.rate_per / j.rate_limit)
-                     > now()
-                 AND j.task_name = ANY(%(task_names)s::text[])
-                 AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
-                 AND j.queue <> ALL(%(excluded)s::text[])
-                 AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
+               SELECT extract(epoch FROM min(k.tat - make_interval(secs => k.allowance)) - now())
+               FROM jobqueue_limitkey AS k
+               CROSS JOIN LATERAL (
+                   SELECT 1
+                   FROM jobqueue_job AS j
+                   WHERE j.rate_key = k.key
+                     AND j.status = 'pending'
+                     AND j.run_at <= now()
+                     AND j.task_name = ANY(%(task_names)s::text[])
+                     AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
+                     AND j.queue <> ALL(%(excluded)s::text[])
+                     AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
+                   LIMIT 1
+               ) AS waiting
+               WHERE k.tat > now()
+                 AND k.tat - make_interval(secs => k.allowance) > now()
            )) END)
             -- A claim that took fewer jobs than it asked for, while slots stay free: when a
             -- rate key allows its next start, so that a worker whose handlers run long
             -- still starts rate-limited jobs at their rate, not only as slots free.
             WHEN (SELECT count(*) FROM claimed) < %(limit)s + %(ahead)s THEN least((
-               SELECT extract(epoch FROM min(k.tat - make_interval(
-                   secs => j.rate_burst * j.rate_per / j.rate_limit)) - now())
-               FROM jobqueue_limitkey AS k JOIN jobqueue_job AS j ON j.rate_key = k.key
-               WHERE j.status = 'pending'
-                 AND j.run_at <= now()
-                 AND k.tat - make_interval(secs => j.rate_burst * j.rate_per / j.rate_limit)
-                     > now()
-                 AND j.task_name = ANY(%(task_names)s::text[])
-                 AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
-                 AND j.queue <> ALL(%(excluded)s::text[])
-                 AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
+               SELECT extract(epoch FROM min(k.tat - make_interval(secs => k.allowance)) - now())
+               FROM jobqueue_limitkey AS k
+               CROSS JOIN LATERAL (
+                   SELECT 1
+                   FROM jobqueue_job AS j
+                   WHERE j.rate_key = k.key
+                     AND j.status = 'pending'
+                     AND j.run_at <= now()
+                     AND j.task_name = ANY(%(task_names)s::text[])
+                     AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
+                     AND j.queue <> ALL(%(excluded)s::text[])
+                     AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
+                   LIMIT 1
+               ) AS waiting
+               WHERE k.tat > now()
+                 AND k.tat - make_interval(secs => k.allowance) > now()
            ), (
                -- The keys this claim moved on: their new tat is not in the snapshot, and
                -- the jobs it took still look pending there.
-               SELECT extract(epoch FROM min(a.tat - make_interval(
-                   secs => j.rate_burst * j.rate_per / j.rate_limit)) - now())
-               FROM advanced AS a JOIN jobqueue_job AS j ON j.rate_key = a.key
-               WHERE j.status = 'pending'
-                 AND j.run_at <= now()
-                 AND j.id NOT IN (SELECT id FROM claimed)
-                 AND j.task_name = ANY(%(task_names)s::text[])
-                 AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
-                 AND j.queue <> ALL(%(excluded)s::text[])
+               SELECT extract(epoch FROM min(a.tat - make_interval(secs => a.allowance)) - now())
+               FROM advanced AS a
+               CROSS JOIN LATERAL (
+                   SELECT 1
+                   FROM jobqueue_job AS j
+                   WHERE j.rate_key = a.key
+                     AND j.status = 'pending'
+                     AND j.run_at <= now()
+                     AND j.id NOT IN (SELECT id FROM claimed)
+                     AND j.task_name = ANY(%(task_names)s::text[])
+                     AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
+                     AND j.queue <> ALL(%(excluded)s::text[])
+                   LIMIT 1
+               ) AS waiting
            ))
        END,
        claimed.*
@@ -350,18 +375,25 @@ SELECT least((
       AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
       AND (run_at > now() OR (concurrency_key IS NULL AND rate_key IS NULL))
 ), (
-    -- The rate keys whose next allowed start is ahead, with a due job waiting for it: the
-    -- partial index jobqueue_job_pending_rate_key finds each key's jobs.
-    SELECT extract(epoch FROM min(k.tat - make_interval(
-        secs => j.rate_burst * j.rate_per / j.rate_limit)) - now())
-    FROM jobqueue_limitkey AS k JOIN jobqueue_job AS j ON j.rate_key = k.key
-    WHERE j.status = 'pending'
-      AND j.run_at <= now()
-      AND k.tat - make_interval(secs => j.rate_burst * j.rate_per / j.rate_limit) > now()
-      AND j.task_name = ANY(%(task_names)s::text[])
-      AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
-      AND j.queue <> ALL(%(excluded)s::text[])
-      AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
+    -- The rate keys whose next allowed start is ahead, with a due job waiting for it: read
+    -- from the keys' table (a row per key), each key's first waiting job found through the
+    -- partial index jobqueue_job_pending_rate_key, never by a scan of the pending rows.
+    SELECT extract(epoch FROM min(k.tat - make_interval(secs => k.allowance)) - now())
+    FROM jobqueue_limitkey AS k
+    CROSS JOIN LATERAL (
+        SELECT 1
+        FROM jobqueue_job AS j
+        WHERE j.rate_key = k.key
+          AND j.status = 'pending'
+          AND j.run_at <= now()
+          AND j.task_name = ANY(%(task_names)s::text[])
+          AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
+          AND j.queue <> ALL(%(excluded)s::text[])
+          AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
+        LIMIT 1
+    ) AS waiting
+    WHERE k.tat > now()
+      AND k.tat - make_interval(secs => k.allowance) > now()
 ));
 
 -- name: count_due
