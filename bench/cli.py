@@ -52,6 +52,8 @@ QUICK = {  # --quick: about 3-4 minutes
     "memory_slow_jobs": 500,
     "churn_minutes": 3.0,
     "churn_probe_jobs": 3_000,
+    "flow_jobs": 2_000,
+    "flow_head": 2_000,
 }
 
 
@@ -134,9 +136,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
         choices=KEYS,
         default=list(KEYS),
         help="these workloads (W6 a large table, W9 more processes, W10 a big backlog, W11 the "
-        "drain floor, W12 the admin's pages: jobqueue alone, and pgqueuer in W9 and W10 if "
-        "it is in --systems; W8 sustained churn, jobqueue then pgqueuer if it is in "
-        "--systems; W13 a worker's memory, every system but the raw baselines; all "
+        "drain floor, W12 the admin's pages, W14 flow control: jobqueue alone, and pgqueuer "
+        "in W9 and W10 if it is in --systems; W8 sustained churn, jobqueue then pgqueuer if "
+        "it is in --systems; W13 a worker's memory, every system but the raw baselines; all "
         "PostgreSQL only)",
     )
     parser.add_argument(
@@ -253,6 +255,22 @@ def parse(argv: list[str]) -> argparse.Namespace:
         type=positive,
         default=2_000,
         help="the same for the slow peers (procrastinate, django-tasks-db)",
+    )
+    flow = parser.add_argument_group("W14: flow control")
+    flow.add_argument(
+        "--flow-jobs",
+        type=positive,
+        default=10_000,
+        help="jobs per drain, without limits, with Concurrency(limit=2) and with RateLimit",
+    )
+    flow.add_argument(
+        "--flow-keys", type=positive, default=100, help="keys of each drain, round-robin"
+    )
+    flow.add_argument(
+        "--flow-head",
+        type=positive,
+        default=10_000,
+        help="jobs of key A (Concurrency(limit=1)) enqueued before key B's 10",
     )
     parser.add_argument(
         "--output",

@@ -1,6 +1,6 @@
 """Medians with min-max, the machine, the markdown report, and progress lines on stderr.
 
-Every table in the report, the systems side by side and each workload's own (W6, W9-W13),
+Every table in the report, the systems side by side and each workload's own (W6, W9-W14),
 is drawn by :func:`table`, and every median by :func:`spread`: ``median (min-max)``, or the
 one value when every run agreed once rounded as its unit is (see :func:`number`).
 """
@@ -102,6 +102,14 @@ NOTES: list[tuple[tuple[str, ...], str]] = [
         "(jobqueue's `runjobs --pool default`, a peer's through its driver), and reads its "
         "resident set, with any child process's, from /proc.",
     ),
+    (
+        ("W14",),
+        "W14 (PostgreSQL) measures jobqueue alone, its `runjobs` as subprocesses of the bench: "
+        "the same jobs over many keys drained without limits, with a per-key Concurrency and "
+        "with a per-key RateLimit that does not bind, and the head-of-line case, a key B "
+        "behind a long backlog of a key A limited to one at a time. The peers have no per-key "
+        "limit above one at a time, and no per-key rate limit, in their free versions.",
+    ),
 ]
 
 
@@ -134,7 +142,7 @@ class Measured:
 class Table:
     """A workload's own table, for the workloads that compare something other than the
     systems (W6: a table with and without finished rows; W8: minutes of churn; W9: numbers of
-    processes; W11: drains; W12: admin pages; W13: memory)."""
+    processes; W11: drains; W12: admin pages; W13: memory; W14: flow control)."""
 
     key: str
     title: str

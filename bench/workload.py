@@ -1,6 +1,6 @@
 """What a workload is, and what every run of one shares.
 
-A :class:`Workload` is one of W1-W13: its key, the databases it runs on, the systems of
+A :class:`Workload` is one of W1-W14: its key, the databases it runs on, the systems of
 ``--systems`` that take part, and ``run(context)``, which gives its parts of the report:
 rows of the systems' table (:class:`bench.report.Measured`), W7's counts
 (:class:`bench.report.Counted`) or tables of its own (:class:`bench.report.Table`).
@@ -101,7 +101,7 @@ def no_notes(systems: list[System]) -> list[str]:
 class Workload:
     """One workload of ``python bench/run.py``."""
 
-    key: str  # "W1".."W13"
+    key: str  # "W1".."W14"
     run: Run
     databases: frozenset[str] = EVERY_DATABASE  # the vendors it runs on
     # The systems of --systems that take part. When only workloads with a table of their

@@ -1,4 +1,4 @@
-"""Every workload of ``python bench/run.py``, W1-W13, in the order they run: the rows of the
+"""Every workload of ``python bench/run.py``, W1-W14, in the order they run: the rows of the
 systems' table first, then the workloads with a table of their own, W8, the longest, last.
 
 Each is one :class:`bench.workload.Workload`: what it takes from the options, the databases
@@ -14,6 +14,7 @@ from bench import (
     backlog,
     churn,
     floor,
+    flow,
     idle,
     large_table,
     memory,
@@ -99,6 +100,11 @@ def worker_memory(c: Context) -> list[Part]:
     return [memory.memory(c.systems, c.args.memory_jobs, c.args.memory_slow_jobs, c.again)]
 
 
+def flow_control(c: Context) -> list[Part]:
+    a = c.args
+    return [*flow.flow(a.flow_jobs, a.flow_keys, a.flow_head, a.repeat)]
+
+
 def sustained_churn(c: Context) -> list[Part]:
     a = c.args
     plan = churn.Plan(
@@ -132,6 +138,7 @@ WORKLOADS = (
     own_table("W12", admin_pages, takes_part=jobqueue_and(), needs_jobqueue=True),
     # Each system's worker is measured again on its own.
     own_table("W13", worker_memory, takes_part=memory.takes_part, peer_notes=True, again=False),
+    own_table("W14", flow_control, takes_part=jobqueue_and(), needs_jobqueue=True),
     own_table("W8", sustained_churn, takes_part=jobqueue_and(*PGQUEUER), churns=True),
 )
 KEYS = tuple(sorted((w.key for w in WORKLOADS), key=lambda key: int(key[1:])))

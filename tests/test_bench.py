@@ -692,6 +692,51 @@ def test_the_processes_workload_drains_with_each_number_of_processes(postgresql_
     assert all(float(row[3].replace(",", "")) > 0 for row in rows)
 
 
+@pytest.mark.process
+def test_the_flow_control_workload_drains_each_way_and_times_key_b_behind_key_a(
+    postgresql_only,
+):
+    output = run_script(
+        "run.py",
+        "--database-url",
+        bench_database_url("flow_bench"),
+        "--only",
+        "W14",
+        "--flow-jobs",
+        "40",
+        "--flow-keys",
+        "4",
+        "--flow-head",
+        "40",
+        "--repeat",
+        "1",
+        "--no-write",
+    )
+    headings, *rows = section(output, "W14")
+    assert headings[:3] == ["limits", "drain, jobs/s", "drain / without"]
+    assert headings[-4:] == ["claim p50, ms", "claim p50 / without", "claim p99, ms", "claims"]
+    # The same jobs, each way; the workload fails unless every job of a drain succeeded,
+    # and each drain's claims were timed in its worker.
+    assert [row[0] for row in rows] == [
+        "none",
+        '`Concurrency(key="key", limit=2)`',
+        '`RateLimit(key="key", limit=1000, per=1.0)`',
+    ]
+    assert [rows[0][2], rows[0][4]] == ["1.00", "1.00"]
+    assert all(int(row[-1]) > 0 for row in rows)
+    assert "Goals (issue 29): the drain with limits at least 0.8" in output
+    head = output[output.index("## W14: flow control: the head-of-line case") :]
+    headings, *rows = section(head, "W14")
+    assert headings[:2] == ["B's 10 jobs: enqueue to last finish, s", "A jobs finished meanwhile"]
+    # One row of medians: B's jobs all finished (the workload waits for them), some time
+    # after their enqueue, with A's jobs counted on either side of that moment.
+    [(seconds, meanwhile, waiting, claims, _)] = rows
+    assert float(seconds) > 0 and int(claims) > 0
+    assert int(meanwhile) + int(waiting) <= 40 - 20  # 20 of A's finished before B came
+    assert "Goal (issue 29): within 2 s:" in head
+    assert "pgqueuer" not in output.split("## Notes")[0]
+
+
 @pytest.fixture
 def pgqueuer_venv() -> None:
     """pgqueuer's virtualenv, made from PyPI in bench/.venvs if it is not there yet; the
