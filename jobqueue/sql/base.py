@@ -179,6 +179,9 @@ class Dialect:
     # database, and jobqueue's migrations build those themselves (so Django's warnings that
     # they would be ignored, models.W036 and models.W037, are not true of jobqueue's).
     conditions_built_by_migration: ClassVar[bool] = False
+    # Whether this database's claim enforces flow control (Concurrency, RateLimit): an
+    # enqueue of jobs with limits is refused where it does not, never run unlimited.
+    flow_control: ClassVar[bool] = False
 
     def __init__(self, using: str, statements: Mapping[str, str] | None = None) -> None:
         self.using = using

@@ -82,6 +82,7 @@ class MySQLDialect(Dialect):
         args: Sequence[Any],
         kwargs: Sequence[Any],
         keys: Sequence[str | None],
+        flow: Sequence[tuple[str | None, str | None]],
     ) -> list[tuple[int, str | None]]:
         """``NOT EXISTS`` on the unique index leaves out a key an unfinished job holds, and
         a duplicate key on that index (another transaction committed the key after this
@@ -97,8 +98,8 @@ class MySQLDialect(Dialect):
         """
         kept = []
         seen: set[str] = set()
-        for row in zip(args, kwargs, keys, strict=True):
-            key = row[2]
+        for a, k, key, (ckey, rkey) in zip(args, kwargs, keys, flow, strict=True):
+            row = (a, k, key, ckey, rkey)
             if key is not None:
                 if key in seen:
                     continue
@@ -244,13 +245,16 @@ class MySQLDialect(Dialect):
 
 
 def _one(params: dict[str, Any], row: Sequence[Any]) -> dict[str, Any]:
-    """The parameters of ``enqueue_one`` for one ``[args, kwargs, key]`` row."""
-    args, kwargs, key = row
+    """The parameters of ``enqueue_one`` for one ``[args, kwargs, key, concurrency key,
+    rate key]`` row."""
+    args, kwargs, key, concurrency_key, rate_key = row
     return {
         **params,
         "args": json.dumps(args),
         "kwargs": json.dumps(kwargs),
         "idempotency_key": key,
+        "concurrency_key": concurrency_key,
+        "rate_key": rate_key,
     }
 
 

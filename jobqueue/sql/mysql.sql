@@ -47,15 +47,19 @@
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
     crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at,
-    trace_context
+    trace_context, concurrency_key, concurrency_limit, rate_key, rate_limit, rate_per,
+    rate_burst
 )
 SELECT %(task_name)s, %(queue)s, %(priority)s, r.args, r.kwargs, 'pending',
        %(run_at)s, 0, %(max_attempts)s, 0, %(on_crash)s, r.idempotency_key, '', '[]', '{}',
-       %(now)s, %(now)s, %(trace_context)s
+       %(now)s, %(now)s, %(trace_context)s, r.concurrency_key, %(concurrency_limit)s,
+       r.rate_key, %(rate_limit)s, %(rate_per)s, %(rate_burst)s
 FROM JSON_TABLE(%(rows)s, '$[*]' COLUMNS (
     args JSON PATH '$[0]',
     kwargs JSON PATH '$[1]',
-    idempotency_key varchar(255) COLLATE utf8mb4_bin PATH '$[2]'
+    idempotency_key varchar(255) COLLATE utf8mb4_bin PATH '$[2]',
+    concurrency_key varchar(500) COLLATE utf8mb4_bin PATH '$[3]',
+    rate_key varchar(500) COLLATE utf8mb4_bin PATH '$[4]'
 )) AS r
 WHERE r.idempotency_key IS NULL
    OR NOT EXISTS (
@@ -68,11 +72,13 @@ RETURNING id, idempotency_key;
 INSERT INTO jobqueue_job (
     task_name, queue, priority, args, kwargs, status, run_at, attempts, max_attempts,
     crashes, on_crash, idempotency_key, last_error, errors, steps, enqueued_at, updated_at,
-    trace_context
+    trace_context, concurrency_key, concurrency_limit, rate_key, rate_limit, rate_per,
+    rate_burst
 )
 SELECT %(task_name)s, %(queue)s, %(priority)s, %(args)s, %(kwargs)s, 'pending',
        %(run_at)s, 0, %(max_attempts)s, 0, %(on_crash)s, %(idempotency_key)s, '', '[]', '{}',
-       %(now)s, %(now)s, %(trace_context)s
+       %(now)s, %(now)s, %(trace_context)s, %(concurrency_key)s, %(concurrency_limit)s,
+       %(rate_key)s, %(rate_limit)s, %(rate_per)s, %(rate_burst)s
 FROM DUAL
 WHERE %(idempotency_key)s IS NULL
    OR NOT EXISTS (

@@ -28,6 +28,7 @@ class PostgreSQLDialect(Dialect):
     """PostgreSQL's named statements of one alias."""
 
     vendor = "postgresql"
+    flow_control = True
 
     @classmethod
     def _derived(cls, statements: Mapping[str, str]) -> dict[str, str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, NotSupportedError, connections, transaction
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 from django.utils import timezone
@@ -190,6 +190,13 @@ def insert_calls(
     # Before any SQL too: a key's value that cannot be stored fails here, naming it.
     flow_keys = [limits.keys(task.signature, *call) for call in calls] if limits else None
     queries = Queries(options.database)
+    if limits and not queries.flow_control:
+        # Jobs with limits must never run without them: refused, before any SQL.
+        raise NotSupportedError(
+            f"{task.name}: Concurrency and RateLimit need PostgreSQL in this version of "
+            f"jobqueue; database {options.database!r} is {queries.vendor}. "
+            "Enqueue these jobs without limits there (docs/flow-control.md)."
+        )
     now = timezone.now()
     run_at = options.due_at(now)
     args = [list(positional) for positional, _ in calls]

@@ -6,13 +6,38 @@ import dataclasses
 import datetime as dt
 
 import pytest
+from django.db import NotSupportedError, transaction
 from django.utils import timezone
 
+from jobqueue import RateLimit
 from jobqueue.models import Job, LimitKey
+from jobqueue.sql import Queries
 from jobqueue.store.jobs import Store, success
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def flow_control(request):
+    """The claim enforces limits on PostgreSQL; elsewhere the enqueue refuses them."""
+    if "refused" not in request.node.name and not Queries("default").flow_control:
+        pytest.skip("flow control is PostgreSQL's in this version; the enqueue refuses it here")
+
+
+def test_where_the_claim_cannot_enforce_limits_the_enqueue_is_refused():
+    if Queries("default").flow_control:
+        pytest.skip("this database's claim enforces limits")
+    with transaction.atomic():
+        tasks.add.enqueue(1, 2)
+        with pytest.raises(NotSupportedError, match=r"per_tenant: Concurrency and RateLimit need"):
+            tasks.per_tenant.enqueue("acme")
+        with pytest.raises(NotSupportedError, match=r"add: Concurrency and RateLimit need"):
+            tasks.add.using(rate_limit=RateLimit(limit=1)).enqueue(1, 2)
+        # The caller's transaction goes on, with nothing of the refused jobs in it.
+        assert list(Job.objects.values_list("task_name", flat=True)) == [ADD]
+    assert Job.objects.count() == 1
+
 
 TENANT = "tests.testapp.tasks.per_tenant"
 ACCOUNT = "tests.testapp.tasks.per_account"
