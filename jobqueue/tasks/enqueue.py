@@ -194,8 +194,8 @@ def insert_calls(
         # Jobs with limits must never run without them: refused, before any SQL.
         raise NotSupportedError(
             f"{task.name}: Concurrency and RateLimit need PostgreSQL in this version of "
-            f"jobqueue; database {options.database!r} is {queries.vendor}. "
-            "Enqueue these jobs without limits there (docs/flow-control.md)."
+            f"jobqueue, and database {options.database!r} is not: its claim cannot enforce "
+            "them. Enqueue these jobs without limits there (docs/flow-control.md)."
         )
     now = timezone.now()
     run_at = options.due_at(now)
