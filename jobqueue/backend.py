@@ -37,6 +37,7 @@ from jobqueue.sql import unsupported_vendor
 from jobqueue.tasks import adapter
 from jobqueue.tasks import base as tasks
 from jobqueue.tasks.enqueue import EnqueueOptions, check_run_at, enqueue_calls
+from jobqueue.tasks.limits import Concurrency, RateLimit, check_limits
 from jobqueue.tasks.options import INHERITED_OPTIONS, validate_options
 
 if TYPE_CHECKING:
@@ -57,13 +58,16 @@ OPTION_KEYS = {
 class JobQueueTask(Task):
     """Django's Task plus jobqueue's per-task options, given to ``@task(...)`` on Django 6.1.
 
-    ``None`` means the backend's ``OPTIONS``, else ``JOBQUEUE``'s setting.
+    ``None`` means the backend's ``OPTIONS``, else ``JOBQUEUE``'s setting; for
+    ``concurrency`` and ``rate_limit``, no limit.
     """
 
     max_attempts: int | None = None
     timeout: float | None = None
     on_crash: str | None = None
     backoff: conf.Backoff | None = None
+    concurrency: Concurrency | None = None
+    rate_limit: RateLimit | None = None
 
     def __post_init__(self) -> None:
         given = {
@@ -75,7 +79,16 @@ class JobQueueTask(Task):
             checked = validate_options(
                 given, where=f"@task option {{}} of {self.module_path}".format
             )
-        except ValueError as exc:
+            # The keys are checked against the function's own parameters, without the
+            # context a takes_context task receives first.
+            check_limits(
+                f"@task {self.module_path}",
+                self.module_path,
+                adapter.call_signature(self.func, takes_context=self.takes_context),
+                self.concurrency,
+                self.rate_limit,
+            )
+        except (TypeError, ValueError) as exc:
             raise InvalidTask(str(exc)) from None
         if "backoff" in checked:
             object.__setattr__(self, "backoff", checked["backoff"])

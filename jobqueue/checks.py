@@ -12,6 +12,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from jobqueue import conf
 from jobqueue.sql import SUPPORTED_VENDORS
 from jobqueue.tasks import base as tasks
+from jobqueue.tasks.limits import Concurrency, RateLimit
 
 
 @checks.register()
@@ -90,6 +91,48 @@ def check_schedules(**kwargs: Any) -> list[checks.CheckMessage]:
         )
         for problem in spec.problems(settings)
     ]
+
+
+@checks.register()
+def check_limit_groups(**kwargs: Any) -> list[checks.CheckMessage]:
+    """jobqueue.E007 for a group that two tasks declare with different limits.
+
+    Every job stores the limit it was enqueued with, and the claim holds each job to its
+    own limit against the running jobs of the whole group: with two limits in one group,
+    how many run at once (or how fast they start) would depend on which task's job is next.
+    """
+    try:
+        tasks.discover()
+    except Exception:  # an import error surfaces where the module is used
+        return []
+    # (kind, group) -> declaration -> task names; a declaration is what a job stores.
+    declared: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for name in tasks.registered_names():
+        options = getattr(tasks.get(name), "options", None)
+        for limit in (getattr(options, "concurrency", None), getattr(options, "rate_limit", None)):
+            if not isinstance(limit, Concurrency | RateLimit):
+                continue
+            group = limit.group if limit.group is not None else name
+            declared.setdefault((type(limit).__name__, group), {}).setdefault(
+                _declaration(limit), []
+            ).append(name)
+    return [
+        checks.Error(
+            f'{kind} group "{group}" is declared with {len(by_limit)} different limits: '
+            + "; ".join(f"{shown} by {', '.join(names)}" for shown, names in by_limit.items())
+            + ". Its jobs share one count, so each would be held to its own task's limit.",
+            hint=f"Give every task of the group the same {kind}, or give them different groups.",
+            id="jobqueue.E007",
+        )
+        for (kind, group), by_limit in sorted(declared.items())
+        if len(by_limit) > 1
+    ]
+
+
+def _declaration(limit: Concurrency | RateLimit) -> str:
+    if isinstance(limit, Concurrency):
+        return f"limit={limit.limit}"
+    return f"limit={limit.limit}, per={float(limit.per)!r}, burst={limit.burst}"
 
 
 @checks.register()

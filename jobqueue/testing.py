@@ -31,6 +31,7 @@ from jobqueue.tasks import base as tasks
 from jobqueue.tasks import enqueue
 from jobqueue.tasks.arguments import Call, Signed
 from jobqueue.tasks.enqueue import EnqueueOptions
+from jobqueue.tasks.limits import Limits
 
 if TYPE_CHECKING:
     from jobqueue.models import Job
@@ -134,14 +135,16 @@ class Captured(Sequence[Enqueued]):
         options: EnqueueOptions,
         calls: Sequence[Call],
         keys: Sequence[str | None],
+        flow_keys: enqueue.FlowKeys,
     ) -> list[Job | None]:
         now = timezone.now()
         if self.write:
-            jobs = enqueue.insert_calls(task, options, calls, keys)
+            jobs = enqueue.insert_calls(task, options, calls, keys, flow_keys)
         else:
+            flows = flow_keys if flow_keys is not None else [(None, None)] * len(calls)
             jobs = [
-                _unsaved(task, options, args, kwargs, key, now)
-                for (args, kwargs), key in zip(calls, keys, strict=True)
+                _unsaved(task, options, args, kwargs, key, flow, now)
+                for (args, kwargs), key, flow in zip(calls, keys, flows, strict=True)
             ]
         for (args, kwargs), key, job in zip(calls, keys, jobs, strict=True):
             self._items.append(
@@ -222,6 +225,7 @@ def _unsaved(
     args: Sequence[Any],
     kwargs: dict[str, Any],
     key: str | None,
+    flow: tuple[str | None, str | None],
     now: dt.datetime,
 ) -> Job:
     # Imported here: this module may load before the app registry is ready.
@@ -238,6 +242,9 @@ def _unsaved(
         max_attempts=options.max_attempts or conf.get().max_attempts,
         on_crash=options.on_crash or conf.get().on_crash,
         idempotency_key=key,
+        concurrency_key=flow[0],
+        rate_key=flow[1],
+        **Limits(task.name, options.concurrency, options.rate_limit).columns(),
         enqueued_at=now,
         updated_at=now,
     )

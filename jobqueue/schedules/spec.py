@@ -28,6 +28,7 @@ from jobqueue import conf
 from jobqueue.tasks import base as tasks
 from jobqueue.tasks.arguments import bind_arguments, json_problem, text_problem
 from jobqueue.tasks.enqueue import EnqueueOptions
+from jobqueue.tasks.limits import Limits
 
 # The options of one entry. The last three are as in ``Task.using()``.
 KEYS = ("task", "cron", "every", "timezone", "args", "kwargs", "queue", "priority", "max_attempts")
@@ -192,6 +193,11 @@ def _task_problems(spec: ScheduleSpec, registered: set[str]) -> list[Problem]:
     assert task is not None
     try:
         bind_arguments(task, spec.args, dict(spec.kwargs))
+        # A limit's key value that cannot be a key would fail every tick's enqueue.
+        defaults = task.enqueue_defaults()
+        Limits(task.name, defaults.concurrency, defaults.rate_limit).keys(
+            task.signature, spec.args, dict(spec.kwargs)
+        )
     except (TypeError, ValueError) as exc:
         return [Problem(spec.name, "args", f"the task refuses these arguments: {exc}")]
     return []

@@ -45,6 +45,8 @@ STATUSES: Mapping[str, TaskResultStatus] = {
 }
 # Per-task options a JobQueueTask (or the backend's OPTIONS) may set, as TaskOptions fields.
 PER_TASK_OPTIONS = ("max_attempts", "timeout", "on_crash", "backoff")
+# Per-task options only a JobQueueTask sets: the backend's OPTIONS have no default for them.
+LIMIT_OPTIONS = ("concurrency", "rate_limit")
 CRASH = WORKER_LOST
 
 
@@ -65,18 +67,17 @@ class DjangoTaskAdapter(tasks.Task[Any, Any]):
             else defaults.get(option)
             for option in PER_TASK_OPTIONS
         }
+        limits = {option: getattr(django_task, option, None) for option in LIMIT_OPTIONS}
         options = TaskOptions(
             queue=django_task.queue_name,
             priority=django_task.priority,
             takes_context=True,
             **given,
+            **limits,
         )
         super().__init__(_entry(django_task), django_task.module_path, options)
-        # Arguments are checked against the Django function, without its context.
-        signature = inspect.signature(django_task.func)
-        if django_task.takes_context:
-            signature = signature.replace(parameters=list(signature.parameters.values())[1:])
-        self.signature = signature
+        # Arguments (and limit keys) are bound to the Django function, without its context.
+        self.signature = call_signature(django_task.func, takes_context=django_task.takes_context)
 
     def __repr__(self) -> str:
         return f"<DjangoTaskAdapter {self.name}>"
@@ -86,6 +87,15 @@ class DjangoTaskAdapter(tasks.Task[Any, Any]):
         result = result_from_job(row, task_for_job(self.django_task, row))
         task_started.send(sender=type(self.django_task.get_backend()), task_result=result)
         return TaskContext(task_result=result)
+
+
+def call_signature(func: Callable[..., Any], *, takes_context: bool) -> inspect.Signature:
+    """The parameters a caller passes to a ``django.tasks`` function: its own, without the
+    ``context`` a ``takes_context`` task receives first."""
+    signature = inspect.signature(func)
+    if takes_context:
+        signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+    return signature
 
 
 def _entry(django_task: DjangoTask) -> Callable[..., Any]:
@@ -131,7 +141,7 @@ def _same_definition(adapter: DjangoTaskAdapter, django_task: DjangoTask) -> boo
     registered = adapter.django_task
     return registered.func is django_task.func and all(
         getattr(registered, option, None) == getattr(django_task, option, None)
-        for option in (*PER_TASK_OPTIONS, "takes_context", "backend")
+        for option in (*PER_TASK_OPTIONS, *LIMIT_OPTIONS, "takes_context", "backend")
     )
 
 

@@ -28,7 +28,7 @@ from django.utils.module_loading import autodiscover_modules
 from jobqueue import conf
 from jobqueue.tasks.arguments import text_problem
 from jobqueue.tasks.enqueue import EnqueueOptions, collector_paused, enqueue_calls
-from jobqueue.tasks.limits import Concurrency, RateLimit, check_limit_keys, check_limit_types
+from jobqueue.tasks.limits import Concurrency, RateLimit, check_limits
 from jobqueue.tasks.options import INHERITED_OPTIONS, validate_options
 
 if TYPE_CHECKING:
@@ -155,8 +155,7 @@ class Task(Generic[P, R]):
             "rate_limit": rate_limit,
         }
         if concurrency is not None or rate_limit is not None:
-            check_limit_types(f"{self.name}.using()", concurrency, rate_limit)
-            check_limit_keys(f"{self.name}.using()", self.signature, concurrency, rate_limit)
+            check_limits(f"{self.name}.using()", self.name, self.signature, concurrency, rate_limit)
         return BoundTask(self, {k: v for k, v in given.items() if v is not None})
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job | None:
@@ -328,7 +327,9 @@ def task(
         )
         registered: Task[Any, Any] = Task(f, task_name, options)
         try:
-            check_limit_keys(f"@task {task_name}", registered.signature, concurrency, rate_limit)
+            check_limits(
+                f"@task {task_name}", task_name, registered.signature, concurrency, rate_limit
+            )
         except TypeError as exc:
             raise ImproperlyConfigured(str(exc)) from None
         return register(registered)
@@ -338,10 +339,7 @@ def task(
 
 def _validated_options(task_name: str, **options: Any) -> TaskOptions:
     # queue and priority are checked as .using() checks them; the rest as every task's are.
-    try:
-        check_limit_types(f"@task {task_name}", options["concurrency"], options["rate_limit"])
-    except TypeError as exc:
-        raise ImproperlyConfigured(str(exc)) from None
+    # The limits are checked in decorate, against the function's signature.
     EnqueueOptions.build(
         task_name=f"@task {task_name}",
         defaults=None,

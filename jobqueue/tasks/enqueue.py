@@ -40,8 +40,11 @@ PRIORITY_RANGE = (-100, 100)
 # the table analysed if not. Fewer, scanned and sorted, cost a claim a millisecond at most.
 REFRESH_STATISTICS_AFTER = 1_000
 
+# Each call's concurrency key and rate key (jobqueue.tasks.limits), or None for no limits.
+FlowKeys = Sequence[tuple[str | None, str | None]] | None
 Interceptor = Callable[
-    [Signed, "EnqueueOptions", Sequence[Call], Sequence[str | None]], "list[Job | None]"
+    [Signed, "EnqueueOptions", Sequence[Call], Sequence[str | None], FlowKeys],
+    "list[Job | None]",
 ]
 
 # Installed by jobqueue.testing.capture(), innermost last; empty outside tests. A context
@@ -167,28 +170,34 @@ def enqueue_calls(
     """
     if keys is None:
         keys = [options.idempotency_key] * len(calls)
-    # Before any SQL, so that a refused value leaves the caller's transaction as it was.
+    # Before any SQL, so that a refused value leaves the caller's transaction as it was:
+    # the arguments, then the limits' key values computed from them.
     check_calls(task, calls)
     if not calls:
         return []
+    limits = Limits(task.name, options.concurrency, options.rate_limit)
+    flow_keys = [limits.keys(task.signature, *call) for call in calls] if limits else None
     installed = interceptors.get()
     if installed:
         # jobqueue.testing.capture(): the calls are valid; it records them, and decides
         # whether they are written (by calling insert_calls) or only kept in memory.
-        return installed[-1](task, options, calls, keys)
-    return insert_calls(task, options, calls, keys)
+        return installed[-1](task, options, calls, keys, flow_keys)
+    return insert_calls(task, options, calls, keys, flow_keys)
 
 
 def insert_calls(
-    task: Signed, options: EnqueueOptions, calls: Sequence[Call], keys: Sequence[str | None]
+    task: Signed,
+    options: EnqueueOptions,
+    calls: Sequence[Call],
+    keys: Sequence[str | None],
+    flow_keys: FlowKeys,
 ) -> list[Job | None]:
-    """The one INSERT of jobs: validated calls, one statement, NOTIFY inside it."""
+    """The one INSERT of jobs: validated calls and their limit keys, one statement, NOTIFY
+    inside it."""
     # Imported here: this module may load before the app registry is ready.
     from jobqueue.models import Job
 
     limits = Limits(task.name, options.concurrency, options.rate_limit)
-    # Before any SQL too: a key's value that cannot be stored fails here, naming it.
-    flow_keys = [limits.keys(task.signature, *call) for call in calls] if limits else None
     queries = Queries(options.database)
     if limits and not queries.flow_control:
         # Jobs with limits must never run without them: refused, before any SQL.

@@ -58,6 +58,13 @@ def _check_group(what: str, group: Any) -> None:
             f"or None for the task's name, not {short_repr(group)}."
         )
     check_text(what, group)
+    if ":" in group:
+        # The stored key is "<group>:<value>": a colon in the group would let two groups'
+        # keys meet ("a:b" with value "c", "a" with value "b:c").
+        raise ValueError(
+            f"{what} must not contain ':' (it separates the group from the key's value), "
+            f"not {group!r}."
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,19 +160,29 @@ class Limits(NamedTuple):
     ) -> tuple[str | None, str | None]:
         """The stored concurrency key and rate key of one call, or ``ValueError`` naming the
         argument whose value cannot be a key."""
+        # Bound once for both limits, and only if a key names a parameter: check_calls has
+        # already checked that the call fits the signature. A callable key gets the call's
+        # arguments as they were given.
+        arguments: dict[str, Any] | None = None
+        if isinstance(getattr(self.concurrency, "key", None), str) or isinstance(
+            getattr(self.rate_limit, "key", None), str
+        ):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = bound.arguments
         return (
             None
             if self.concurrency is None
-            else self._key(self.concurrency, signature, args, kwargs),
+            else self._key(self.concurrency, arguments, args, kwargs),
             None
             if self.rate_limit is None
-            else self._key(self.rate_limit, signature, args, kwargs),
+            else self._key(self.rate_limit, arguments, args, kwargs),
         )
 
     def _key(
         self,
         limit: Limit,
-        signature: inspect.Signature,
+        arguments: dict[str, Any] | None,
         args: Sequence[Any],
         kwargs: dict[str, Any],
     ) -> str:
@@ -175,55 +192,101 @@ class Limits(NamedTuple):
             return group
         if callable(limit.key):
             value = limit.key(*args, **kwargs)
-            argument = f"the value {getattr(limit.key, '__name__', 'key')}() returned"
+            name = getattr(limit.key, "__qualname__", None) or repr(limit.key)
+            where = f"the {kind} key {name}()"
+            is_wrong = f"{where} returned {{}}; it must return {{}}"
+            label = f"{self.task_name}: the value {where} returned"
         else:
-            # The call is already bound once by check_calls; this binds it for the value.
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            value = bound.arguments[limit.key]
-            argument = f"argument {limit.key}"
+            assert arguments is not None
+            value = arguments[limit.key]
+            is_wrong = f"argument {limit.key!r} is the {kind} key, so it must be {{1}}, not {{0}}"
+            label = f"{self.task_name}: argument {limit.key!r} (the {kind} key)"
         if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise ValueError(
-                f"{self.task_name}: {argument} is the {kind} key, so it must be a str or an "
-                f"int, not {type(value).__name__} {short_repr(value)}."
-            )
-        text = str(value)
+            shown = "None" if value is None else f"{type(value).__name__} {_shown(value)}"
+            wrong = is_wrong.format(shown, "a str or an int")
+            raise ValueError(f"{self.task_name}: {wrong}.")
+        # An integer of more than 700 bits has more than 200 digits; str() of a huge one
+        # would raise (Python's int-to-text digit limit) before it could be measured.
+        text = str(value) if not isinstance(value, int) or value.bit_length() <= 700 else None
         if not text or len(text) > MAX_KEY_VALUE_LENGTH:
-            raise ValueError(
-                f"{self.task_name}: {argument} is the {kind} key, so it must be from 1 to "
-                f"{MAX_KEY_VALUE_LENGTH} characters, not {len(text)}: {short_repr(value)}."
+            length = f"{len(text):,}" if text is not None else "over 200"
+            wrong = is_wrong.format(
+                f"{length} characters ({_shown(value)})",
+                f"from 1 to {MAX_KEY_VALUE_LENGTH} characters",
             )
-        check_text(f"{self.task_name}: {argument} (the {kind} key)", text)
+            raise ValueError(f"{self.task_name}: {wrong}.")
+        check_text(label, text)
         return f"{group}:{text}"
 
 
-def check_limit_keys(task_name: str, signature: inspect.Signature, *limits: Limit | None) -> None:
-    """Raise ``TypeError`` unless each limit's ``key`` names a parameter of ``signature``
-    that every call binds (not ``*args`` or ``**kwargs``)."""
-    for limit in limits:
-        if limit is None or not isinstance(limit.key, str):
+def _shown(value: Any) -> str:
+    """``value`` for a message, cut short if its repr is long."""
+    shown = short_repr(value)
+    return shown if len(shown) <= 60 else f"{shown[:57]}..."
+
+
+def check_limits(
+    where: str, task_name: str, signature: inspect.Signature, concurrency: Any, rate_limit: Any
+) -> None:
+    """Raise ``TypeError`` naming ``where`` unless ``concurrency`` and ``rate_limit`` are a
+    ``Concurrency`` and a ``RateLimit`` (or ``None``) whose keys fit the task.
+
+    A key must name a parameter of ``signature`` that every call binds (not ``*args`` or
+    ``**kwargs``); a limit without a group takes the task's name as its group, which must
+    not contain the ``:`` that separates a stored key's group from its value.
+    """
+    _check_types(where, concurrency, rate_limit)
+    for limit in (concurrency, rate_limit):
+        if limit is None:
             continue
-        param = signature.parameters.get(limit.key)
-        if param is None or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            names = ", ".join(
-                p.name
-                for p in signature.parameters.values()
-                if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-            )
+        kind = type(limit).__name__
+        if limit.group is None and ":" in task_name:
             raise TypeError(
-                f"{task_name}: the {type(limit).__name__} key {limit.key!r} names no parameter "
-                f"of the task (its parameters: {names or 'none'})."
+                f"{where}: the {kind} has no group, so its group is the task's name, which "
+                "contains ':' (it separates the group from the key's value): give the limit "
+                "a group=."
             )
+        if isinstance(limit.key, str):
+            _check_parameter(where, kind, limit.key, signature)
 
 
-def check_limit_types(task_name: str, concurrency: Any, rate_limit: Any) -> None:
-    """Raise ``TypeError`` unless the options are a ``Concurrency`` and a ``RateLimit``."""
-    if concurrency is not None and not isinstance(concurrency, Concurrency):
+def _check_parameter(where: str, kind: str, key: str, signature: inspect.Signature) -> None:
+    param = signature.parameters.get(key)
+    if param is not None and param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        stars = "*" if param.kind == param.VAR_POSITIONAL else "**"
         raise TypeError(
-            f"{task_name}: concurrency must be a jobqueue.Concurrency, not "
-            f"{short_repr(concurrency)}."
+            f"{where}: the {kind} key {key!r} names the task's {stars}{key}, which holds any "
+            "number of arguments, not one value: name one parameter, or give a callable key "
+            "that picks the value from the arguments."
+        )
+    if param is None:
+        names = ", ".join(
+            p.name
+            for p in signature.parameters.values()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        )
+        raise TypeError(
+            f"{where}: the {kind} key {key!r} names no parameter of the task "
+            f"(its parameters: {names or 'none'})."
+        )
+
+
+def _check_types(where: str, concurrency: Any, rate_limit: Any) -> None:
+    if concurrency is not None and not isinstance(concurrency, Concurrency):
+        swapped = (
+            " (a RateLimit is given as rate_limit=)" if isinstance(concurrency, RateLimit) else ""
+        )
+        raise TypeError(
+            f"{where}: concurrency must be a jobqueue.Concurrency, not "
+            f"{short_repr(concurrency)}{swapped}."
         )
     if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+        swapped = (
+            " (a Concurrency is given as concurrency=)"
+            if isinstance(rate_limit, Concurrency)
+            else ""
+        )
         raise TypeError(
-            f"{task_name}: rate_limit must be a jobqueue.RateLimit, not {short_repr(rate_limit)}."
+            f"{where}: rate_limit must be a jobqueue.RateLimit, not "
+            f"{short_repr(rate_limit)}{swapped}."
         )

@@ -128,6 +128,11 @@ KEY = 'JOBQUEUE["SCHEDULES"]["nightly-feed"]'
             "missing a required argument: 'b'",
         ),
         (
+            {"task": "tests.testapp.tasks.per_tenant", "args": [None], "kwargs": {}},
+            f'{KEY}["args"]: the task refuses these arguments: tests.testapp.tasks.per_tenant: '
+            "argument 'tenant' is the Concurrency key, so it must be a str or an int, not None.",
+        ),
+        (
             {"crontab": "0 3 * * *"},
             f'{KEY}["crontab"]: is not a schedule option; a schedule takes task, cron, every, '
             'timezone, args, kwargs, queue, priority, max_attempts. Did you mean "cron"?',

@@ -96,3 +96,19 @@ def park_block_until(context, path):
 @task
 def kill_self():
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+# Django 6.1 hands flow control's options to JobQueueTask too (tests/backend/test_limits.py).
+from jobqueue import Concurrency, RateLimit  # noqa: E402
+
+
+@task(
+    takes_context=True,
+    **options(
+        concurrency=Concurrency(key="tenant", limit=2),
+        rate_limit=RateLimit(key="tenant", limit=5, per=1.0, group="dj_tenants"),
+    ),
+)
+def sync_tenant(context, tenant, full=False):
+    record(f"dj_sync:{tenant}", context)
+    return tenant

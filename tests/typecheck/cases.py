@@ -8,7 +8,7 @@ so an ignore that covers no error fails the check: a wrong call that mypy stoppe
 from collections.abc import Coroutine
 from typing import Any, assert_type
 
-from jobqueue import JobContext, task
+from jobqueue import Concurrency, JobContext, RateLimit, task
 from jobqueue.models import Job
 from jobqueue.tasks import Call, Task
 
@@ -102,3 +102,39 @@ assert_type(task(takes_context=flag), Any)
 fetching: Task[[str], Coroutine[Any, Any, bytes]] = fetch
 fetch.enqueue("https://example.com")
 fetch.enqueue(b"https://example.com")  # type: ignore[arg-type]
+
+# -- flow control: concurrency= and rate_limit= keep the task's parameters typed -------------
+
+
+@task(queue="sync", concurrency=Concurrency(key="tenant_id", limit=2))
+def sync_tenant(tenant_id: int, full: bool = False) -> None: ...
+
+
+@task(
+    takes_context=True,
+    concurrency=Concurrency(key="account_id", limit=1, group="stripe"),
+    rate_limit=RateLimit(key="account_id", limit=25, per=1.0, group="stripe"),
+)
+def refund(ctx: JobContext, account_id: int, charge: str) -> None: ...
+
+
+syncing: Task[[int, bool], None] = sync_tenant
+sync_tenant.enqueue(7, full=True)
+sync_tenant.enqueue("7")  # type: ignore[arg-type]
+refund.enqueue(3, "ch_1")
+refund.enqueue(3, 1)  # type: ignore[arg-type]
+sync_tenant.using(rate_limit=RateLimit(key=lambda tenant_id, full=False: tenant_id, limit=5))
+sync_tenant.using(concurrency=Concurrency(limit=1)).enqueue(7)
+sync_tenant.using(concurrency=Concurrency(limit=1)).enqueue("7")  # type: ignore[arg-type]
+sync_tenant.using(concurrency=2)  # type: ignore[arg-type]
+sync_tenant.using(rate_limit=Concurrency())  # type: ignore[arg-type]
+Concurrency("tenant_id", 2)  # type: ignore[call-arg]  # keyword-only
+RateLimit(key="account_id")  # type: ignore[call-arg]
+
+
+@task(concurrency=2)  # type: ignore[call-overload]
+def bad_concurrency() -> None: ...
+
+
+@task(rate_limit=Concurrency())  # type: ignore[call-overload]
+def bad_rate_limit() -> None: ...

@@ -25,6 +25,8 @@ DOCS = sorted([*ROOT.glob("docs/*.md"), ROOT / "README.md"])
 # The paths users are told to import or name in settings: kept exactly as they are.
 PUBLIC = (
     "jobqueue.task",
+    "jobqueue.Concurrency",
+    "jobqueue.RateLimit",
     "jobqueue.Discard",
     "jobqueue.JobRunAborted",
     "jobqueue.PermanentError",
