@@ -134,6 +134,16 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
         (_("Steps done"), {"fields": ("steps_html",)}),
         (_("Timeline"), {"fields": ("timeline_html",)}),
         (_("Owner"), {"fields": (("worker", "lease_until_time"),)}),
+        (
+            _("Limits"),
+            {
+                "fields": (
+                    ("concurrency_key", "concurrency_limit"),
+                    ("rate_key", "rate_limit", "rate_per", "rate_burst"),
+                ),
+                "classes": ("collapse",),
+            },
+        ),
     )
     readonly_fields = (
         "id",
@@ -155,6 +165,12 @@ class JobAdmin(ReadOnlyMixin, admin.ModelAdmin):
         "timeline_html",
         "worker",
         "lease_until_time",
+        "concurrency_key",
+        "concurrency_limit",
+        "rate_key",
+        "rate_limit",
+        "rate_per",
+        "rate_burst",
     )
 
     def has_change_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:

@@ -199,3 +199,18 @@ def test_every_time_on_the_page_reads_to_the_second(operator):
     assert html.count(f'title="{exact} (') == 2
     assert "a.m." not in html and "p.m." not in html
     assert f'<time datetime="{job.run_at.isoformat()}"' in html
+
+
+def test_a_limited_job_shows_its_keys_and_limits(operator):
+    job = JobFactory(
+        concurrency_key="sync_tenant:7",
+        concurrency_limit=2,
+        rate_key="partner:3",
+        rate_limit=10,
+        rate_per=1.0,
+        rate_burst=0,
+    )
+    html = operator.get(page(job)).content.decode()
+    limits = html[html.index('class="fieldset-heading">Limits</h2>') :]
+    assert "sync_tenant:7" in limits and "partner:3" in limits
+    assert '<div class="readonly">2</div>' in limits and '<div class="readonly">10</div>' in limits
