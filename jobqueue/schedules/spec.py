@@ -196,7 +196,7 @@ def _task_problems(spec: ScheduleSpec, registered: set[str]) -> list[Problem]:
         # A limit's key value that cannot be a key would fail every tick's enqueue.
         defaults = task.enqueue_defaults()
         Limits(task.name, defaults.concurrency, defaults.rate_limit).keys(
-            task.signature, spec.args, dict(spec.kwargs)
+            task, spec.args, dict(spec.kwargs)
         )
     except (TypeError, ValueError) as exc:
         return [Problem(spec.name, "args", f"the task refuses these arguments: {exc}")]

@@ -135,6 +135,24 @@ class _Parameters:
         return arguments + [(name, kwargs[name]) for name in self.names if name in kwargs]
 
 
+def argument_value(task: Signed, name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """The value a call checked by :func:`check_calls` gives the parameter ``name`` of the
+    task's handler (its default where the call leaves it out), without ``Signature.bind``
+    where the signature has no ``*args`` or ``**kwargs``."""
+    parameters = _Parameters.of(task)
+    if parameters is None:
+        bound = task.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return bound.arguments[name]
+    if name in parameters.positional:
+        index = parameters.positional.index(name)
+        if index < len(args):
+            return args[index]
+    if name in kwargs:
+        return kwargs[name]
+    return task.signature.parameters[name].default
+
+
 # Per task, keyed by its signature as well: the django.tasks adapter replaces it.
 _parameters: WeakKeyDictionary[Any, tuple[inspect.Signature, _Parameters | None]] = (
     WeakKeyDictionary()

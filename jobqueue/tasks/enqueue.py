@@ -176,7 +176,7 @@ def enqueue_calls(
     if not calls:
         return []
     limits = Limits(task.name, options.concurrency, options.rate_limit)
-    flow_keys = [limits.keys(task.signature, *call) for call in calls] if limits else None
+    flow_keys = [limits.keys(task, *call) for call in calls] if limits else None
     installed = interceptors.get()
     if installed:
         # jobqueue.testing.capture(): the calls are valid; it records them, and decides

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from jobqueue import conf
-from jobqueue.tasks.arguments import check_text, short_repr
+from jobqueue.tasks.arguments import Signed, argument_value, check_text, short_repr
 
 # A key's value, as text, and a group's name, in characters: the stored key is
 # "<group>:<value>", within Job.concurrency_key's and Job.rate_key's 500.
@@ -156,36 +156,17 @@ class Limits(NamedTuple):
         }
 
     def keys(
-        self, signature: inspect.Signature, args: Sequence[Any], kwargs: dict[str, Any]
+        self, task: Signed, args: Sequence[Any], kwargs: dict[str, Any]
     ) -> tuple[str | None, str | None]:
-        """The stored concurrency key and rate key of one call, or ``ValueError`` naming the
-        argument whose value cannot be a key."""
-        # Bound once for both limits, and only if a key names a parameter: check_calls has
-        # already checked that the call fits the signature. A callable key gets the call's
-        # arguments as they were given.
-        arguments: dict[str, Any] | None = None
-        if isinstance(getattr(self.concurrency, "key", None), str) or isinstance(
-            getattr(self.rate_limit, "key", None), str
-        ):
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            arguments = bound.arguments
+        """The stored concurrency key and rate key of one call (already checked to fit the
+        task's signature), or ``ValueError`` naming the argument whose value cannot be a
+        key. A callable key gets the call's arguments as they were given."""
         return (
-            None
-            if self.concurrency is None
-            else self._key(self.concurrency, arguments, args, kwargs),
-            None
-            if self.rate_limit is None
-            else self._key(self.rate_limit, arguments, args, kwargs),
+            None if self.concurrency is None else self._key(self.concurrency, task, args, kwargs),
+            None if self.rate_limit is None else self._key(self.rate_limit, task, args, kwargs),
         )
 
-    def _key(
-        self,
-        limit: Limit,
-        arguments: dict[str, Any] | None,
-        args: Sequence[Any],
-        kwargs: dict[str, Any],
-    ) -> str:
+    def _key(self, limit: Limit, task: Signed, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
         kind = type(limit).__name__
         group = self.group_of(limit)
         if limit.key is None:
@@ -197,8 +178,7 @@ class Limits(NamedTuple):
             is_wrong = f"{where} returned {{}}; it must return {{}}"
             label = f"{self.task_name}: the value {where} returned"
         else:
-            assert arguments is not None
-            value = arguments[limit.key]
+            value = argument_value(task, limit.key, args, kwargs)
             is_wrong = f"argument {limit.key!r} is the {kind} key, so it must be {{1}}, not {{0}}"
             label = f"{self.task_name}: argument {limit.key!r} (the {kind} key)"
         if isinstance(value, bool) or not isinstance(value, (str, int)):

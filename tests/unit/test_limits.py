@@ -226,7 +226,11 @@ def keys_of(limit, *args, **kwargs):
     def handler(*args, **kwargs):
         return None
 
-    return Limits("t.keys", limit, None).keys(inspect.signature(handler), args, kwargs)
+    class Handler:  # what binding needs of a task (jobqueue.tasks.arguments.Signed)
+        name = "t.keys"
+        signature = inspect.signature(handler)
+
+    return Limits("t.keys", limit, None).keys(Handler(), args, kwargs)
 
 
 def test_a_callable_key_returning_a_huge_int_or_unstorable_text_is_refused():
