@@ -275,6 +275,30 @@ advanced AS (
     ) AS used
     WHERE k.key = used.key
     RETURNING k.key, k.tat, k.allowance
+),
+-- When a rate key allows its next start, if one with a due job waiting (in this selection)
+-- has it ahead: the keys' table (a row per key) is read, each key's first waiting job found
+-- through the partial index jobqueue_job_pending_rate_key, never by a scan of the pending
+-- rows. Read below only by a claim that took none, or fewer than it asked for (PostgreSQL runs
+-- a CTE only when its rows are first read).
+rate_wait AS (
+    SELECT extract(epoch FROM min(k.tat - make_interval(secs => k.allowance)) - now())
+               AS seconds
+    FROM jobqueue_limitkey AS k
+    CROSS JOIN LATERAL (
+        SELECT 1
+        FROM jobqueue_job AS j
+        WHERE j.rate_key = k.key
+          AND j.status = 'pending'
+          AND j.run_at <= now()
+          AND j.task_name = ANY(%(task_names)s::text[])
+          AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
+          AND j.queue <> ALL(%(excluded)s::text[])
+          AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
+        LIMIT 1
+    ) AS waiting
+    WHERE k.tat > now()
+      AND k.tat - make_interval(secs => k.allowance) > now()
 )
 -- The next due job (next_due's answer) is read only when nothing was claimed: PostgreSQL
 -- runs an uncorrelated subquery the first time its value is needed, so a claim that found
@@ -300,43 +324,13 @@ SELECT (SELECT array_agg(id) FROM done),
                  AND NOT ARRAY[queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
                  AND (run_at > now() OR (concurrency_key IS NULL AND rate_key IS NULL))
            ), (
-               SELECT extract(epoch FROM min(k.tat - make_interval(secs => k.allowance)) - now())
-               FROM jobqueue_limitkey AS k
-               CROSS JOIN LATERAL (
-                   SELECT 1
-                   FROM jobqueue_job AS j
-                   WHERE j.rate_key = k.key
-                     AND j.status = 'pending'
-                     AND j.run_at <= now()
-                     AND j.task_name = ANY(%(task_names)s::text[])
-                     AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
-                     AND j.queue <> ALL(%(excluded)s::text[])
-                     AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
-                   LIMIT 1
-               ) AS waiting
-               WHERE k.tat > now()
-                 AND k.tat - make_interval(secs => k.allowance) > now()
+               SELECT seconds FROM rate_wait
            )) END)
             -- A claim that took fewer jobs than it asked for, while slots stay free: when a
             -- rate key allows its next start, so that a worker whose handlers run long
             -- still starts rate-limited jobs at their rate, not only as slots free.
             WHEN (SELECT count(*) FROM claimed) < %(limit)s + %(ahead)s THEN least((
-               SELECT extract(epoch FROM min(k.tat - make_interval(secs => k.allowance)) - now())
-               FROM jobqueue_limitkey AS k
-               CROSS JOIN LATERAL (
-                   SELECT 1
-                   FROM jobqueue_job AS j
-                   WHERE j.rate_key = k.key
-                     AND j.status = 'pending'
-                     AND j.run_at <= now()
-                     AND j.task_name = ANY(%(task_names)s::text[])
-                     AND (%(all_queues)s OR j.queue = ANY(%(queues)s::text[]))
-                     AND j.queue <> ALL(%(excluded)s::text[])
-                     AND NOT ARRAY[j.queue::text] <@ ARRAY(SELECT queue::text FROM jobqueue_queuepause)
-                   LIMIT 1
-               ) AS waiting
-               WHERE k.tat > now()
-                 AND k.tat - make_interval(secs => k.allowance) > now()
+               SELECT seconds FROM rate_wait
            ), (
                -- The keys this claim moved on: their new tat is not in the snapshot, and
                -- the jobs it took still look pending there.
